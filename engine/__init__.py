@@ -1,4 +1,19 @@
 """GPLVM Explorer's compute engine: kernels, psi statistics, GP-LVM models, optimisers.
 
 Pure numpy / scipy / numba; never imports a UI library.
+
+>>> import engine
+>>> model = engine.BayesianGPLVM(Y, latent_dim=10, num_inducing=50)   # doctest: +SKIP
+>>> engine.fit(model, optimizer="lbfgs", max_iters=500)               # doctest: +SKIP
 """
+from . import kernels
+from .errors import EngineError, NumericalError, OptimizationError, ShapeError, UnsupportedKernelError
+from .models.bayesian import BayesianGPLVM
+from .models.gplvm import GPLVM
+from .models.sparse import SparseGPLVM
+from .optimize import FitResult, Snapshot, fit
+
+__all__ = [
+    "BayesianGPLVM", "EngineError", "FitResult", "GPLVM", "NumericalError", "OptimizationError",
+    "ShapeError", "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "fit", "kernels",
+]

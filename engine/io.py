@@ -1,0 +1,69 @@
+"""Save and load trained models as .npz files (never pickles).
+
+The file holds plain arrays: the data Y (uncentred), every named parameter
+(``param/<name>``), the kernel as JSON text, and the model's class and sizes.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+
+from .errors import EngineError
+from .kernels import kernel_from_spec
+from .models.bayesian import BayesianGPLVM
+from .models.gplvm import GPLVM
+from .models.sparse import SparseGPLVM
+
+FORMAT_VERSION = 1
+MODEL_CLASSES = {cls.__name__: cls for cls in (GPLVM, SparseGPLVM, BayesianGPLVM)}
+
+
+class ModelFileError(EngineError, ValueError):
+    """The file is not a model saved by :func:`save_model`, or is damaged."""
+
+
+def model_arrays(model) -> dict:
+    """Everything needed to rebuild ``model``, as a dict of numpy arrays."""
+    arrays = {
+        "format_version": np.array(FORMAT_VERSION),
+        "model_class": np.array(type(model).__name__),
+        "kernel_spec": np.array(json.dumps(model._kernel.to_spec())),
+        "Y": model.Y + model.Y_mean,
+        "latent_dim": np.array(model.latent_dim),
+    }
+    for name, value in model.parameters.items():
+        arrays[f"param/{name}"] = np.asarray(value, dtype=float)
+    return arrays
+
+
+def save_model(model, path) -> None:
+    """Write ``model`` to ``path`` (.npz; a file-like object works too)."""
+    np.savez_compressed(path, **model_arrays(model))
+
+
+def load_model(path):
+    """Rebuild a model written by :func:`save_model`; raises ModelFileError on bad files."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {key: f[key] for key in f.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise ModelFileError(f"Could not read a model file: {exc}") from exc
+    try:
+        version = int(arrays["format_version"])
+        cls = MODEL_CLASSES[str(arrays["model_class"])]
+        kernel = kernel_from_spec(json.loads(str(arrays["kernel_spec"])))
+        params = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("param/")}
+        Y = arrays["Y"]
+        latent_dim = int(arrays["latent_dim"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ModelFileError(f"Not a GPLVM Explorer model file (missing or bad entry: {exc}).") from exc
+    if version > FORMAT_VERSION:
+        raise ModelFileError(f"Model file format {version} is newer than this version supports ({FORMAT_VERSION}).")
+    kwargs = {"X": params["X_mean"]}
+    if "Z" in params:
+        kwargs["Z"] = params["Z"]
+    model = cls(Y, latent_dim, kernel=kernel, **kwargs)
+    model.set_parameters(**params)
+    return model

@@ -1,0 +1,65 @@
+"""Cholesky factorisation with reported jitter, and solves built on it.
+
+No explicit inverses: inverses that the gradients need (K^-1 in dL/dK) come
+from the Cholesky factor through LAPACK's potri.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg as sla
+from scipy.linalg import lapack
+
+from .errors import NumericalError
+
+#: Jitter tried, relative to the mean of the diagonal, when a plain Cholesky fails.
+JITTER_LADDER = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+
+
+def jitchol(A: np.ndarray, what: str = "matrix") -> tuple[np.ndarray, float]:
+    """Lower Cholesky factor of a symmetric (P, P) matrix, adding jitter only if needed.
+
+    Returns ``(L, jitter)`` with ``L @ L.T == A + jitter * I``; ``jitter`` is 0.0
+    when the plain factorisation succeeded.  Raises :class:`NumericalError`
+    naming ``what`` when even the largest jitter fails.
+    """
+    A = np.ascontiguousarray(A, dtype=float)
+    if not np.all(np.isfinite(A)):
+        raise NumericalError(f"The {what} contains NaN or infinite values; check the data and parameters.")
+    L, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=0)
+    if info == 0:
+        return L, 0.0
+    scale = float(np.mean(np.diag(A)))
+    if not scale > 0:
+        scale = 1.0
+    for rel in JITTER_LADDER:
+        jitter = rel * scale
+        L, info = lapack.dpotrf(A + jitter * np.eye(A.shape[0]), lower=1, clean=1, overwrite_a=0)
+        if info == 0:
+            return L, jitter
+    raise NumericalError(
+        f"Cholesky factorisation of the {what} failed even with jitter {JITTER_LADDER[-1]:g} x mean diagonal. "
+        "Try standardising the data, fewer inducing points, or a larger noise variance."
+    )
+
+
+def chol_inverse(L: np.ndarray) -> np.ndarray:
+    """(L L^T)^-1 from its lower Cholesky factor, via LAPACK dpotri (symmetric result)."""
+    Ainv, info = lapack.dpotri(L, lower=1)
+    if info != 0:
+        raise NumericalError(f"dpotri failed with info={info}.")
+    return np.tril(Ainv) + np.tril(Ainv, -1).T
+
+
+def chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Solve (L L^T) X = B for X."""
+    return sla.cho_solve((L, True), B, check_finite=False)
+
+
+def tri_solve(L: np.ndarray, B: np.ndarray, trans: bool = False) -> np.ndarray:
+    """Solve L X = B (or L^T X = B with ``trans``) for lower-triangular L."""
+    return sla.solve_triangular(L, B, lower=True, trans=1 if trans else 0, check_finite=False)
+
+
+def logdet_from_chol(L: np.ndarray) -> float:
+    """log |L L^T|."""
+    return 2.0 * float(np.sum(np.log(np.diag(L))))

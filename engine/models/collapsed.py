@@ -1,0 +1,123 @@
+"""Models built on the collapsed bound: shared evaluation and prediction.
+
+A subclass supplies the psi statistics of its latent representation
+(``_psi_forward``), their backward pass (``_psi_backward``) and the latent
+term (prior or KL, ``_latent_term``).  Everything else - the bound, the noise
+and Kmm gradients, predictions - is here once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..bound import CollapsedPosterior, collapsed_bound
+from ..errors import ShapeError
+from ..linalg import tri_solve
+from .base import LatentVariableModel
+
+
+def add_grads(total: dict, extra: dict) -> dict:
+    """total[k] += extra[k] for every key of ``extra`` (in place; returns total)."""
+    for key, value in extra.items():
+        total[key] = total[key] + value if key in total else value
+    return total
+
+
+def inducing_subset(X: np.ndarray, num_inducing: int, seed: int) -> np.ndarray:
+    """Z as a random subset of the rows of X, (M, Q)."""
+    N = X.shape[0]
+    if isinstance(num_inducing, bool) or not isinstance(num_inducing, (int, np.integer)) or num_inducing < 1:
+        raise ShapeError(f"Expected num_inducing as a positive integer, got {num_inducing!r} instead.")
+    if num_inducing > N:
+        raise ShapeError(f"Expected at most N={N} inducing points, got num_inducing={num_inducing} instead; "
+                         "use fewer inducing points.")
+    rng = np.random.default_rng(seed)
+    return X[np.sort(rng.choice(N, size=num_inducing, replace=False))].copy()
+
+
+class CollapsedModel(LatentVariableModel):
+    """Base of SparseGPLVM and BayesianGPLVM (Titsias & Lawrence 2010, eq. 14)."""
+
+    def _psi_forward(self, kern, values):
+        """(psi0, Psi1 (N, M), Psi2 (M, M)) at the current latents."""
+        raise NotImplementedError
+
+    def _psi_backward(self, kern, values, dpsi0, dPsi1, dPsi2) -> dict:
+        """Gradients through the psi statistics, keyed by parameter name."""
+        raise NotImplementedError
+
+    def _latent_term(self, values) -> tuple[float, dict]:
+        """log prior of X (sparse) or -KL (Bayesian), and its gradients."""
+        raise NotImplementedError
+
+    def _bound(self, values):
+        kern = self.kernel_at(values)
+        Z = values["Z"]
+        beta = 1.0 / float(values["noise_variance"])
+        psi0, Psi1, Psi2 = self._psi_forward(kern, values)
+        bound = collapsed_bound(self.Y, psi0, Psi1, Psi2, kern.K(Z), beta)
+        self.jitter = bound.posterior.jitter
+        return kern, bound
+
+    def _evaluate(self, values):
+        kern, b = self._bound(values)
+        Z = values["Z"]
+        grads = self._psi_backward(kern, values, b.dpsi0, b.dPsi1, b.dPsi2)
+        grads["Z"] = grads["Z"] + kern.grad_X(b.dKmm, Z)
+        add_grads(grads, kern.grad_params(b.dKmm, Z))
+        grads["noise_variance"] = -b.posterior.beta**2 * b.dbeta
+        latent_value, latent_grads = self._latent_term(values)
+        add_grads(grads, latent_grads)
+        return b.value + latent_value, grads
+
+    # ---- prediction -----------------------------------------------------------------
+    def posterior(self) -> CollapsedPosterior:
+        """Factors of q(u) at the current parameters (cached until parameters change)."""
+        return self._cached(lambda values: self._bound(values)[1].posterior)
+
+    def _check_points(self, Xnew, name="Xnew"):
+        Xnew = np.atleast_2d(np.asarray(Xnew, dtype=float))
+        if Xnew.ndim != 2 or Xnew.shape[1] != self.latent_dim:
+            raise ShapeError(f"Expected {name} with {self.latent_dim} columns, got shape {Xnew.shape} instead.")
+        if not np.all(np.isfinite(Xnew)):
+            raise ShapeError(f"{name} contains NaN or infinite values.")
+        return np.ascontiguousarray(Xnew)
+
+    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
+        """Predictive mean and variance at latent points (paper section 4).
+
+        Point inputs Xnew (n, Q): mean (n, D) in data units and variance (n,),
+        k** - k*M (Kmm^-1 - (Kmm + beta Psi2)^-1) kM*, shared by all outputs.
+        Uncertain inputs (Xnew_variance (n, Q) > 0): the moments of the
+        predictive distribution under q(x*); the variance is then per output, (n, D).
+        ``include_noise`` adds the noise variance 1/beta.
+        """
+        Xnew = self._check_points(Xnew)
+        post = self.posterior()
+        kern = self.kernel
+        Z = self.parameters["Z"]
+        noise = 1.0 / post.beta if include_noise else 0.0
+        if Xnew_variance is None:
+            Ks = kern.K(Xnew, Z)
+            a = tri_solve(post.L, Ks.T)
+            b = tri_solve(post.LW, Ks.T)
+            var = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
+            return Ks @ post.alpha + self.Y_mean, np.maximum(var, 0.0) + noise
+        S = self._check_points(Xnew_variance, "Xnew_variance")
+        if S.shape != Xnew.shape or np.any(S <= 0):
+            raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
+        from .. import psi
+
+        mean = np.empty((Xnew.shape[0], self.output_dim))
+        var = np.empty_like(mean)
+        for n in range(Xnew.shape[0]):
+            stats = psi.compute(kern, Z, Xnew[n:n + 1], S[n:n + 1])
+            m = stats.Psi1 @ post.alpha  # (1, D)
+            # shared term: psi0* - tr((Kmm^-1 - W^-1) Psi2*)
+            LiP = tri_solve(post.L, tri_solve(post.L, stats.Psi2).T)
+            LWiP = tri_solve(post.LW, tri_solve(post.LW, stats.Psi2).T)
+            shared = stats.psi0 - np.trace(LiP) + np.trace(LWiP)
+            # spread of the mean under q(x*): alpha_d^T (Psi2* - Psi1*^T Psi1*) alpha_d
+            spread = np.einsum("md,mk,kd->d", post.alpha, stats.Psi2 - stats.Psi1.T @ stats.Psi1, post.alpha)
+            mean[n] = m[0] + self.Y_mean
+            var[n] = np.maximum(shared + spread, 0.0) + noise
+        return mean, var

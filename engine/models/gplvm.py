@@ -1,0 +1,105 @@
+"""The GP-LVM with point estimates of X (Lawrence 2005).
+
+Objective: log N(Y | 0, K + sigma^2 I) + log N(X | 0, I)  (eq. 6 with the
+N(0, I) prior of section 3.2), maximised over X, the kernel parameters and the
+noise variance sigma^2 = 1 / beta.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..linalg import chol_inverse, chol_solve, jitchol, logdet_from_chol, tri_solve
+from .base import LatentVariableModel, initial_X
+
+LOG_2PI = np.log(2.0 * np.pi)
+
+
+class ExactPosterior(NamedTuple):
+    """X: (N, Q) training latents; L: chol(K + sigma^2 I + jitter I); alpha: (K + sigma^2 I)^-1 Y, (N, D)."""
+
+    X: np.ndarray
+    L: np.ndarray
+    alpha: np.ndarray
+    noise_variance: float
+    jitter: float
+
+
+def log_prior(X: np.ndarray) -> tuple[float, np.ndarray]:
+    """log N(X | 0, I) summed over all entries, and its gradient (N, Q)."""
+    return -0.5 * float(np.sum(X * X)) - 0.5 * X.size * LOG_2PI, -X
+
+
+class GPLVM(LatentVariableModel):
+    """GP-LVM with MAP latent points.
+
+    Parameters: ``X_mean`` (N, Q), the kernel's parameters, ``noise_variance``.
+    ``Y`` (N, D) is centred inside; predictions add the mean back.
+    """
+
+    objective_name = "log-likelihood"
+
+    def __init__(self, Y, latent_dim, kernel=None, init="pca", seed=0, X=None, noise_variance=None):
+        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance)
+        X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
+        specs = [self._free_spec("X_mean", X0.shape), *self._kernel_specs(self._kernel), self._noise_spec()]
+        values = {"X_mean": X0, "noise_variance": self._initial_noise_variance, **self._kernel.params}
+        self._build_packer(specs, values)
+
+    def _factor(self, values):
+        X = values["X_mean"]
+        kern = self.kernel_at(values)
+        noise = float(values["noise_variance"])
+        Kn = kern.K(X)
+        Kn[np.diag_indices_from(Kn)] += noise
+        L, jitter = jitchol(Kn, "kernel matrix K + noise I")
+        self.jitter = jitter
+        return kern, ExactPosterior(X, L, chol_solve(L, self.Y), noise, jitter)
+
+    def _evaluate(self, values):
+        kern, post = self._factor(values)
+        N, D = self.Y.shape
+        loglik = (-0.5 * N * D * LOG_2PI - 0.5 * D * logdet_from_chol(post.L)
+                  - 0.5 * float(np.sum(self.Y * post.alpha)))
+        dL_dK = 0.5 * (post.alpha @ post.alpha.T - D * chol_inverse(post.L))
+        prior, dprior = log_prior(post.X)
+        grads = kern.grad_params(dL_dK, post.X)
+        grads["X_mean"] = kern.grad_X(dL_dK, post.X) + dprior
+        grads["noise_variance"] = float(np.trace(dL_dK))
+        return loglik + prior, grads
+
+    def log_likelihood(self) -> float:
+        """log N(Y | 0, K + sigma^2 I) at the current parameters, without the prior on X."""
+        values = self.parameters
+        return self.objective() - log_prior(values["X_mean"])[0]
+
+    def posterior(self) -> ExactPosterior:
+        return self._cached(lambda values: self._factor(values)[1])
+
+    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
+        """Predictive mean (n, D) (data units) and variance (n,) at latent points Xnew (n, Q).
+
+        The variance k** - k*N (K + sigma^2 I)^-1 kN* is shared by all D outputs;
+        ``include_noise`` adds sigma^2.
+        """
+        if Xnew_variance is not None:
+            raise NotImplementedError("The exact GP-LVM predicts at point inputs only; use BayesianGPLVM for uncertain inputs.")
+        Xnew = self._check_points(Xnew)
+        post = self.posterior()
+        kern = self.kernel
+        Ks = kern.K(Xnew, post.X)
+        mean = Ks @ post.alpha + self.Y_mean
+        v = tri_solve(post.L, Ks.T)
+        var = kern.K_diag(Xnew) - np.sum(v * v, axis=0)
+        var = np.maximum(var, 0.0)
+        if include_noise:
+            var = var + post.noise_variance
+        return mean, var
+
+    def _check_points(self, Xnew):
+        Xnew = np.atleast_2d(np.asarray(Xnew, dtype=float))
+        if Xnew.ndim != 2 or Xnew.shape[1] != self.latent_dim:
+            raise ShapeError(f"Expected latent points with {self.latent_dim} columns, got shape {Xnew.shape} instead.")
+        return np.ascontiguousarray(Xnew)
