@@ -1,0 +1,372 @@
+"""One optimiser driver for every model: L-BFGS-B (scipy), scaled conjugate gradients, Adam.
+
+``fit(model, optimizer=...)`` maximises ``model``'s objective (log-likelihood
+or ELBO, in nats) over its flat unconstrained parameter vector.  Internally
+the optimisers minimise ``f = -objective``; everything reported (snapshots,
+history, the result) is the objective itself.
+
+The model protocol::
+
+    model.get_free() -> (P,) array                  unconstrained parameters
+    model.set_free(x)
+    model.objective_and_gradient(x) -> (float, (P,) array)   objective to MAXIMISE
+    model.snapshot_state() -> dict with "parameters" (name -> constrained value),
+        "X_mean" (N, Q), "X_variance" (N, Q) or None, "relevance" (Q,)
+
+What one *iteration* is, and what ``tol`` means, per optimiser:
+
+``"lbfgs"``  one L-BFGS-B iteration (a new iterate accepted by its line search).
+             ``tol`` is passed to scipy as both ``ftol`` (relative reduction of
+             the objective) and ``gtol`` (largest projected gradient entry),
+             as ``scipy.optimize.minimize(tol=...)`` does.  Options: ``maxcor``,
+             ``ftol``, ``gtol``, ``maxfun``, ``maxls``.
+``"scg"``    one step of Møller's (1993) scaled conjugate gradients, accepted
+             *or rejected* (a rejected step leaves the point unchanged and
+             raises the scale ``lambda``); each step costs two evaluations.
+             Converged when an accepted step changes the objective by less
+             than ``ftol`` and no parameter by more than ``xtol`` (both default
+             to ``tol``), or the gradient vanishes.  Options: ``ftol``,
+             ``xtol``, ``sigma0``.
+``"adam"``   one Adam step (Kingma & Ba 2015), one evaluation.  Converged when
+             the largest gradient entry is at most ``tol``.  Options:
+             ``learning_rate`` (0.01), ``betas`` ((0.9, 0.999)), ``eps`` (1e-8).
+
+Observing and interrupting a fit: ``callback(snapshot)`` runs after every
+iteration; ``stop`` (a ``threading.Event``) is checked after every iteration
+and before every objective evaluation, so a fit ends at most one iteration
+after it is set, an unfinished iteration being abandoned; ``pause`` blocks
+between iterations while it is set (``stop`` still ends the fit).  However the
+fit ends -- converged, out of iterations, stopped, a non-finite value
+(:class:`~engine.errors.OptimizationError`) or an exception from the model or
+the callback -- the model is left at the best point accepted so far.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+
+from .errors import OptimizationError
+
+OPTIMIZERS = ("lbfgs", "scg", "adam")
+
+_PAUSE_POLL = 0.05  # seconds between checks of ``pause`` / ``stop`` while paused
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state after one completed iteration, as sent to the callback.
+
+    ``iteration`` counts completed iterations from 1; ``objective`` is the value
+    being maximised at the accepted point and ``grad_norm`` the Euclidean norm
+    of its gradient there; ``elapsed`` is seconds since the fit began, paused
+    time excluded.  ``parameters`` (name -> constrained value), ``X_mean``
+    (N, Q), ``X_variance`` (N, Q) or None and ``relevance`` (Q,) are copies of
+    ``model.snapshot_state()`` at the accepted point.
+    """
+
+    iteration: int
+    objective: float
+    grad_norm: float
+    elapsed: float
+    parameters: dict
+    X_mean: np.ndarray
+    X_variance: np.ndarray | None
+    relevance: np.ndarray
+    n_evaluations: int
+    optimizer: str
+
+
+@dataclass
+class FitResult:
+    """Outcome of :func:`fit`.
+
+    ``objective`` is the best objective reached (the model is left there);
+    ``stopped`` is True when ``stop`` ended the fit; ``converged`` when the
+    optimiser's own criterion was met; ``history`` holds one
+    ``(iteration, objective, elapsed)`` tuple per completed iteration.
+    """
+
+    objective: float
+    iterations: int
+    n_evaluations: int
+    elapsed: float
+    stopped: bool
+    converged: bool
+    message: str
+    history: list = field(default_factory=list)
+
+
+class _Stopped(Exception):
+    """Raised inside the loop when ``stop`` is set; caught by :func:`fit`."""
+
+
+def _copy(value):
+    return None if value is None else np.array(value, dtype=float, copy=True)
+
+
+class _Run:
+    """Bookkeeping shared by the three optimisers.
+
+    It evaluates the model (counting evaluations, rejecting non-finite values,
+    honouring ``stop``), records each completed iteration (best point, history,
+    snapshot, callback, pause, stop) and restores the best point at the end.
+    Everything here is in terms of ``f = -objective`` (minimised).
+    """
+
+    def __init__(self, model, optimizer, x0, callback, stop, pause):
+        self.model, self.optimizer = model, optimizer
+        self.callback, self.stop, self.pause = callback, stop, pause
+        self.iteration = 0
+        self.n_evaluations = 0
+        self.history = []
+        # the start stands as the best point until it is evaluated and beaten
+        self.best_x, self.best_f, self.best_iteration = np.array(x0, dtype=float), math.inf, 0
+        self._last = None  # (x, f, g) of the latest evaluation, reused when asked again
+        self._t0 = time.perf_counter()
+        self._paused = 0.0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._t0 - self._paused
+
+    def stop_requested(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def evaluate(self, x):
+        """``(f, g)`` at ``x`` for minimisation: the negated objective and gradient."""
+        x = np.asarray(x, dtype=float)
+        if self._last is not None and np.array_equal(x, self._last[0]):
+            return self._last[1], self._last[2].copy()
+        if self.n_evaluations and self.stop_requested():
+            raise _Stopped
+        value, grad = self.model.objective_and_gradient(x.copy())
+        self.n_evaluations += 1
+        grad = np.asarray(grad, dtype=float)
+        if grad.shape != x.shape:
+            raise ValueError(f"Expected a gradient of shape {x.shape}, got {grad.shape} instead.")
+        value = float(value)
+        if not (math.isfinite(value) and np.all(np.isfinite(grad))):
+            self._raise_non_finite(value, grad)
+        f, g = -value, -grad
+        self._last = (x.copy(), f, g)
+        return f, g.copy()
+
+    def start(self):
+        """Evaluate the starting point; it is the best point until one beats it."""
+        f0, g0 = self.evaluate(self.best_x)
+        self.best_f = f0
+        return f0, g0
+
+    def record(self, x, f, g):
+        """Book one completed iteration at the accepted point ``(x, f, g)``."""
+        self.iteration += 1
+        if f < self.best_f:
+            self.best_x, self.best_f, self.best_iteration = np.array(x, dtype=float), f, self.iteration
+        t = self.elapsed()
+        self.history.append((self.iteration, -f, t))
+        if self.callback is not None:
+            self.callback(self._snapshot(x, f, g, t))
+        self._wait_while_paused()
+        if self.stop_requested():
+            raise _Stopped
+
+    def restore_best(self):
+        self.model.set_free(self.best_x.copy())
+
+    def _snapshot(self, x, f, g, elapsed) -> Snapshot:
+        self.model.set_free(np.array(x, dtype=float))
+        state = self.model.snapshot_state()
+        parameters = {k: (np.array(v, copy=True) if np.ndim(v) else float(v))
+                      for k, v in state["parameters"].items()}
+        return Snapshot(
+            iteration=self.iteration, objective=-f, grad_norm=float(np.linalg.norm(g)),
+            elapsed=elapsed, parameters=parameters, X_mean=_copy(state["X_mean"]),
+            X_variance=_copy(state.get("X_variance")), relevance=_copy(state["relevance"]),
+            n_evaluations=self.n_evaluations, optimizer=self.optimizer)
+
+    def _wait_while_paused(self):
+        if self.pause is None or not self.pause.is_set():
+            return
+        began = time.perf_counter()
+        while self.pause.is_set() and not self.stop_requested():
+            if self.stop is not None:
+                self.stop.wait(_PAUSE_POLL)
+            else:
+                time.sleep(_PAUSE_POLL)
+        self._paused += time.perf_counter() - began
+
+    def _raise_non_finite(self, value, grad):
+        what = f"objective ({value})" if not math.isfinite(value) else (
+            f"gradient ({int(np.sum(~np.isfinite(grad)))} of {grad.size} entries)")
+        if not math.isfinite(self.best_f):
+            where = "at the starting point; the model was left unchanged"
+        else:
+            where = (f"at iteration {self.iteration + 1} ({self.n_evaluations} evaluations); "
+                     f"the model was left at its best point (objective {-self.best_f:.6g}, "
+                     f"iteration {self.best_iteration})")
+        raise OptimizationError(
+            f"The {self.optimizer} optimiser met a non-finite {what} {where}. "
+            "Try standardising the data, fewer inducing points or latent dimensions, "
+            "a different initialisation, a smaller learning rate, or another optimiser.")
+
+
+# --- the optimisers: each takes (run, x0, f0, g0, max_iters, tol, **options) and
+# returns (converged, message); every completed iteration goes through run.record.
+
+def _lbfgs(run, x0, f0, g0, max_iters, tol, *, maxcor=10, ftol=None, gtol=None,
+           maxfun=15000, maxls=20):
+    def callback(intermediate_result):
+        x = intermediate_result.x
+        f, g = run.evaluate(x)  # the line search's last evaluation: reused, not recomputed
+        run.record(x, f, g)
+
+    options = dict(maxiter=max_iters, maxcor=maxcor, maxfun=maxfun, maxls=maxls,
+                   ftol=tol if ftol is None else ftol, gtol=tol if gtol is None else gtol)
+    res = minimize(run.evaluate, x0, jac=True, method="L-BFGS-B", callback=callback,
+                   options=options)
+    return bool(res.success), str(res.message)
+
+
+_LAMBDA_MIN, _LAMBDA_MAX = 1e-15, 1e100
+
+
+def _scg(run, x, f, g, max_iters, tol, *, ftol=None, xtol=None, sigma0=1e-4):
+    """Scaled conjugate gradients, following the steps of Møller (1993), Neural Networks 6.
+
+    Notation of the paper: r = -gradient, p the search direction, lam the
+    scale (Levenberg-Marquardt-like) parameter, delta the scaled curvature
+    p^T (H + lam I) p, estimated from a gradient difference along p.
+    """
+    ftol = tol if ftol is None else ftol
+    xtol = tol if xtol is None else xtol
+    n_params = x.size
+    lam = 1.0
+    r = -g
+    p = r.copy()
+    success, n_success = True, 0
+    for _ in range(max_iters):
+        if success:  # step 2: second-order information along p
+            mu = p @ r
+            if mu <= 0:  # not a descent direction: restart along the gradient
+                p, mu = r.copy(), r @ r
+            kappa = p @ p
+            if kappa < np.finfo(float).eps:
+                return True, "Converged: the gradient vanished."
+            sigma = sigma0 / math.sqrt(kappa)
+            _, g_plus = run.evaluate(x + sigma * p)
+            gamma = p @ (g_plus - g) / sigma  # p^T H p, unscaled
+        delta = gamma + lam * kappa  # step 3: scale
+        if delta <= 0:  # step 4: make the scaled Hessian positive definite
+            lam = 2.0 * (lam - delta / kappa)
+            delta = gamma + lam * kappa
+        alpha = mu / delta  # step 5: step size
+        x_new = x + alpha * p
+        f_new, g_new = run.evaluate(x_new)
+        Delta = 2.0 * delta * (f - f_new) / mu**2  # step 6: comparison parameter
+        success = Delta >= 0
+        if success:  # step 7: accept the step
+            step, df = alpha * p, f_new - f
+            r_old = r
+            x, f, g, r = x_new, f_new, g_new, -g_new
+            n_success += 1
+        run.record(x, f, g)
+        if success:
+            if np.max(np.abs(step)) < xtol and abs(df) < ftol:
+                return True, ("Converged: the last step changed the objective by less than "
+                              "ftol and every parameter by less than xtol.")
+            if not np.any(r):
+                return True, "Converged: the gradient vanished."
+            if n_success >= n_params:  # restart every P accepted steps
+                p, n_success = r.copy(), 0
+            else:
+                beta = (r @ r - r @ r_old) / mu
+                p = r + beta * p
+            if Delta >= 0.75:
+                lam = max(lam / 4.0, _LAMBDA_MIN)
+        if Delta < 0.25:  # step 8: increase the scale
+            lam = min(lam + delta * (1.0 - Delta) / kappa, _LAMBDA_MAX)
+    return False, f"Stopped after max_iters={max_iters} iterations."
+
+
+def _adam(run, x, f, g, max_iters, tol, *, learning_rate=0.01, betas=(0.9, 0.999), eps=1e-8):
+    """Adam (Kingma & Ba 2015) on ``f``; the iterate after each step is evaluated and recorded."""
+    b1, b2 = (float(b) for b in betas)
+    if not learning_rate > 0:
+        raise ValueError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
+    if not (0 <= b1 < 1 and 0 <= b2 < 1):
+        raise ValueError(f"Expected betas in [0, 1), got {betas!r} instead.")
+    m = np.zeros_like(x)
+    v = np.zeros_like(x)
+    for t in range(1, max_iters + 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        x = x - learning_rate * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+        f, g = run.evaluate(x)
+        run.record(x, f, g)
+        if np.max(np.abs(g), initial=0.0) <= tol:
+            return True, f"Converged: largest gradient entry at most tol={tol:g}."
+    return False, f"Stopped after max_iters={max_iters} iterations."
+
+
+_IMPLEMENTATIONS = {"lbfgs": _lbfgs, "scg": _scg, "adam": _adam}
+_OPTIONS = {"lbfgs": ("maxcor", "ftol", "gtol", "maxfun", "maxls"),
+            "scg": ("ftol", "xtol", "sigma0"),
+            "adam": ("learning_rate", "betas", "eps")}
+
+
+def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, pause=None,
+        tol=1e-9, **options) -> FitResult:
+    """Maximise ``model``'s objective; leave the model at the best point found.
+
+    Parameters
+    ----------
+    model : object following the protocol in this module's docstring.
+    optimizer : "lbfgs", "scg" or "adam".
+    max_iters : at most this many iterations (see the module docstring for
+        what an iteration is per optimiser); 0 only evaluates the start.
+    callback : called with a :class:`Snapshot` after every iteration; an
+        exception it raises ends the fit and propagates (the model is left
+        at its best point first).
+    stop, pause : ``threading.Event`` or None (see the module docstring).
+    tol : convergence tolerance; its meaning per optimiser is in the module docstring.
+    **options : optimiser-specific settings (``maxcor``; ``xtol``; ``learning_rate`` ...).
+
+    Raises
+    ------
+    ValueError : unknown optimiser or invalid setting. TypeError : unknown option.
+    OptimizationError : a non-finite objective or gradient was met.
+    """
+    name = str(optimizer).lower()
+    if name not in _IMPLEMENTATIONS:
+        raise ValueError(f"Expected optimizer to be one of {', '.join(map(repr, OPTIMIZERS))}, "
+                         f"got {optimizer!r} instead.")
+    unknown = sorted(set(options) - set(_OPTIONS[name]))
+    if unknown:
+        raise TypeError(f"Unknown option(s) {unknown} for optimizer {name!r}; "
+                        f"valid options are {list(_OPTIONS[name])}.")
+    if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 0:
+        raise ValueError(f"Expected max_iters to be a non-negative integer, got {max_iters!r} instead.")
+    if not tol >= 0:
+        raise ValueError(f"Expected tol >= 0, got {tol!r} instead.")
+
+    x0 = np.array(model.get_free(), dtype=float).ravel()
+    run = _Run(model, name, x0, callback, stop, pause)
+    stopped = converged = False
+    try:
+        f0, g0 = run.start()
+        if run.stop_requested():
+            raise _Stopped
+        if max_iters == 0:
+            message = "max_iters=0: only the starting point was evaluated."
+        else:
+            converged, message = _IMPLEMENTATIONS[name](run, x0, f0, g0, int(max_iters), tol, **options)
+    except _Stopped:
+        stopped, message = True, f"Stopped on request after {run.iteration} iterations."
+    finally:
+        run.restore_best()
+    return FitResult(objective=-run.best_f, iterations=run.iteration,
+                     n_evaluations=run.n_evaluations, elapsed=run.elapsed(), stopped=stopped,
+                     converged=converged and not stopped, message=message, history=run.history)
