@@ -1,0 +1,202 @@
+"""`Dataset`: a validated data matrix plus the metadata the app shows."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import DataError
+
+MIN_ROWS = 3
+MIN_COLS = 2
+
+
+def normalize_labels(labels, n: int) -> np.ndarray | None:
+    """Return labels as a length-``n`` int64, float64 or str array (or None).
+
+    Integral floats become int64; non-integral floats stay float64 (a
+    continuous label, e.g. a measured quantity); bytes are decoded.
+    """
+    if labels is None:
+        return None
+    arr = np.asarray(labels)
+    if arr.dtype.hasobject:
+        if all(isinstance(v, str) for v in arr.ravel()):
+            arr = arr.astype(str)
+        else:
+            raise DataError("Labels must be numbers or strings, got Python objects instead.")
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise DataError(
+            f"Expected {n} labels (one per row), got an array of shape {arr.shape} instead."
+        )
+    kind = arr.dtype.kind
+    if kind == "b":
+        return arr.astype(np.int64)
+    if kind in "iu":
+        return arr.astype(np.int64)
+    if kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise DataError("Labels contain NaN or infinite values; give every row a label.")
+        if np.all(arr == np.round(arr)) and np.all(np.abs(arr) < 2**53):
+            return arr.astype(np.int64)
+        return arr.astype(np.float64)
+    if kind == "S":
+        return np.char.decode(arr, "utf-8", errors="replace").astype(str)
+    if kind == "U":
+        return arr
+    raise DataError(f"Labels must be numbers or strings, got dtype {arr.dtype} instead.")
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A data matrix ready for the engine, with labels and display metadata.
+
+    values        (N, D) float64, C-contiguous, finite; N >= 3, D >= 2.
+    labels        (N,) int64, str or float64 (continuous) array, or None.
+    feature_names D column names.
+    image_shape   (h, w) with h * w == D when each row is an image stored
+                  row-major (row 0 at the top), else None.
+    warnings      human-readable notes about what loading/preparing changed.
+    mean, scale   set by standardisation: original = values * scale + mean.
+    """
+
+    values: np.ndarray
+    labels: np.ndarray | None = None
+    feature_names: list[str] | None = None
+    image_shape: tuple[int, int] | None = None
+    name: str = "data"
+    description: str = ""
+    warnings: list[str] = field(default_factory=list)
+    label_name: str | None = None
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+
+    def __post_init__(self):
+        values = np.asarray(self.values)
+        if values.dtype.hasobject or values.dtype.kind not in "biuf":
+            raise DataError(f"Expected numeric values, got dtype {values.dtype} instead.")
+        if values.ndim != 2:
+            raise DataError(f"Expected a 2-D (N, D) array, got shape {values.shape} instead.")
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        n, d = values.shape
+        if n < MIN_ROWS:
+            raise DataError(
+                f"Need at least {MIN_ROWS} rows (data points), got {n}. "
+                "Add more rows to the data."
+            )
+        if d < MIN_COLS:
+            raise DataError(
+                f"Need at least {MIN_COLS} numeric columns (features), got {d}. "
+                "A latent variable model reduces several features; a single column has nothing to reduce."
+            )
+        if not np.all(np.isfinite(values)):
+            raise DataError(
+                "Values must be finite: found NaN or infinite entries. "
+                "Drop or fill the rows with missing values first."
+            )
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "labels", normalize_labels(self.labels, n))
+        names = self.feature_names
+        if names is None:
+            names = [f"x{j + 1}" for j in range(d)]
+        names = [str(s) for s in names]
+        if len(names) != d:
+            raise DataError(f"Expected {d} feature names, got {len(names)} instead.")
+        object.__setattr__(self, "feature_names", names)
+        if self.image_shape is not None:
+            shape = tuple(int(s) for s in self.image_shape)
+            if len(shape) != 2 or shape[0] < 1 or shape[1] < 1 or shape[0] * shape[1] != d:
+                raise DataError(
+                    f"Image shape {tuple(self.image_shape)} does not match the {d} columns; "
+                    "height x width must equal the number of columns."
+                )
+            object.__setattr__(self, "image_shape", shape)
+        object.__setattr__(self, "warnings", [str(w) for w in self.warnings])
+        for attr in ("mean", "scale"):
+            vec = getattr(self, attr)
+            if vec is not None:
+                vec = np.asarray(vec, dtype=np.float64)
+                if vec.shape != (d,):
+                    raise DataError(f"Expected {attr} of shape ({d},), got {vec.shape} instead.")
+                object.__setattr__(self, attr, vec)
+
+    @property
+    def n(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.values.shape[1]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.values.shape
+
+    @property
+    def label_classes(self) -> np.ndarray | None:
+        """Sorted distinct labels, or None when there are no labels."""
+        return None if self.labels is None else np.unique(self.labels)
+
+    @property
+    def labels_continuous(self) -> bool:
+        """True when the labels are non-integral numbers (colour on a scale)."""
+        return self.labels is not None and self.labels.dtype.kind == "f"
+
+    def unstandardize(self, Y: np.ndarray) -> np.ndarray:
+        """Map rows in the units of ``values`` back to the original units."""
+        Y = np.asarray(Y, dtype=np.float64)
+        if self.scale is not None:
+            Y = Y * self.scale
+        if self.mean is not None:
+            Y = Y + self.mean
+        return Y
+
+    def replace(self, **changes) -> "Dataset":
+        return dataclasses.replace(self, **changes)
+
+    def copy(self) -> "Dataset":
+        """A deep copy with writable arrays."""
+        return dataclasses.replace(
+            self,
+            values=self.values.copy(),
+            labels=None if self.labels is None else self.labels.copy(),
+            feature_names=list(self.feature_names),
+            warnings=list(self.warnings),
+            mean=None if self.mean is None else self.mean.copy(),
+            scale=None if self.scale is None else self.scale.copy(),
+        )
+
+    def summary(self) -> str:
+        parts = [f"{self.name}: N={self.n} rows, D={self.d} features"]
+        if self.labels is None:
+            parts.append("no labels")
+        else:
+            what = f"labels '{self.label_name}'" if self.label_name else "labels"
+            if self.labels_continuous:
+                parts.append(
+                    f"{what}: continuous, {self.labels.min():.4g} to {self.labels.max():.4g}"
+                )
+            else:
+                classes = self.label_classes
+                shown = ", ".join(str(c) for c in classes[:10])
+                more = ", ..." if len(classes) > 10 else ""
+                parts.append(f"{what}: {len(classes)} classes ({shown}{more})")
+        if self.image_shape is not None:
+            parts.append(f"images {self.image_shape[0]}x{self.image_shape[1]}")
+        if self.scale is not None:
+            parts.append("standardised")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """What `samples()` lists: enough to show a choice without loading."""
+
+    name: str
+    title: str
+    description: str
+    shape: tuple[int, int]
+    image_shape: tuple[int, int] | None = None
+    label_name: str | None = None

@@ -1,0 +1,180 @@
+"""Generators of the bundled samples, deterministic for a seed.
+
+No downloads: the glyph, flow and swiss-roll sets are generated here; the
+8x8 digits come from scikit-learn's bundled copy (an optional dependency,
+imported lazily). See sample_data/README.md for what each set is and what
+structure to expect.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import numpy as np
+
+from .dataset import Dataset
+from .errors import DataError
+from .glyphs import glyph_images
+
+GLYPH_SIZE = 16
+GLYPH_N = 120
+GLYPH_SCALED_N = 160
+GLYPH_NOISE = 0.02
+ANGLE_BUCKET = 45  # degrees per label class
+FLOW_PER_CLASS = 150
+FLOW_D = 12
+SWISS_N = 400
+SWISS_BUCKETS = 8
+
+
+def _angle_labels(angles: np.ndarray) -> np.ndarray:
+    return (np.floor(np.mod(angles, 360.0) / ANGLE_BUCKET).astype(np.int64)) % (360 // ANGLE_BUCKET)
+
+
+def _pixel_names(h: int, w: int) -> list[str]:
+    return [f"px_{r}_{c}" for r in range(h) for c in range(w)]
+
+
+def rotating_glyph(seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    step = 360.0 / GLYPH_N
+    angles = np.arange(GLYPH_N) * step + rng.uniform(0.0, step)
+    angles = np.mod(angles + rng.uniform(-0.25, 0.25, GLYPH_N) * step, 360.0)
+    Y = glyph_images(angles, np.ones(GLYPH_N), GLYPH_SIZE)
+    Y += GLYPH_NOISE * rng.standard_normal(Y.shape)
+    return Dataset(
+        values=Y,
+        labels=_angle_labels(angles),
+        feature_names=_pixel_names(GLYPH_SIZE, GLYPH_SIZE),
+        image_shape=(GLYPH_SIZE, GLYPH_SIZE),
+        name="rotating-glyph",
+        description=(
+            f"{GLYPH_N} images ({GLYPH_SIZE}x{GLYPH_SIZE}) of a drawn '7' rotated through a full "
+            f"turn, with slight pixel noise. One degree of freedom (the angle) on a closed loop: "
+            f"expect a ring in a 2-D latent space, ordered by angle. Label: angle bucket of "
+            f"{ANGLE_BUCKET} degrees (0 = 0-45)."
+        ),
+        label_name=f"angle ({ANGLE_BUCKET} degree bucket)",
+    )
+
+
+def rotating_scaled_glyph(seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    angles = rng.uniform(0.0, 360.0, GLYPH_SCALED_N)
+    scales = rng.uniform(0.55, 1.0, GLYPH_SCALED_N)
+    Y = glyph_images(angles, scales, GLYPH_SIZE)
+    Y += GLYPH_NOISE * rng.standard_normal(Y.shape)
+    return Dataset(
+        values=Y,
+        labels=_angle_labels(angles),
+        feature_names=_pixel_names(GLYPH_SIZE, GLYPH_SIZE),
+        image_shape=(GLYPH_SIZE, GLYPH_SIZE),
+        name="rotating-scaled-glyph",
+        description=(
+            f"{GLYPH_SCALED_N} images ({GLYPH_SIZE}x{GLYPH_SIZE}) of a drawn '7' at random angles "
+            "and sizes (scale 0.55-1.0), with slight pixel noise. Two degrees of freedom: a "
+            "cylinder (angle around, size along); with Q >= 3 and ARD expect about two relevant "
+            f"dimensions. Label: angle bucket of {ANGLE_BUCKET} degrees."
+        ),
+        label_name=f"angle ({ANGLE_BUCKET} degree bucket)",
+    )
+
+
+def _flow_map():
+    """The fixed nonlinear map from the 4-D intermediate space to 12-D."""
+    rng = np.random.default_rng(20240611)  # fixed: the same map for every seed
+    A = rng.standard_normal((4, FLOW_D)) / 2.0
+    W = rng.standard_normal((4, 8)) * 0.9
+    b = rng.standard_normal(8) * 0.3
+    B = rng.standard_normal((8, FLOW_D)) / 2.0
+    return A, W, b, B
+
+
+def three_phase_flow(seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    A, W, b, B = _flow_map()
+    radii = (1.0, 1.6, 2.2)
+    offsets = (0.0, 0.5, 1.0)
+    Z, labels = [], []
+    for c in range(3):
+        t1 = rng.uniform(0.0, 1.0, FLOW_PER_CLASS)
+        t2 = rng.uniform(0.0, 1.0, FLOW_PER_CLASS)
+        theta = offsets[c] + 1.3 * np.pi * t1
+        Z.append(np.column_stack([
+            radii[c] * np.cos(theta),
+            radii[c] * np.sin(theta),
+            2.0 * t2 - 1.0,
+            np.sin(np.pi * t1) * (2.0 * t2 - 1.0),
+        ]))
+        labels.append(np.full(FLOW_PER_CLASS, c))
+    Z = np.vstack(Z)
+    Y = Z @ A + np.tanh(Z @ W + b) @ B
+    Y += 0.05 * rng.standard_normal(Y.shape)
+    order = rng.permutation(len(Y))
+    return Dataset(
+        values=Y[order],
+        labels=np.concatenate(labels)[order],
+        feature_names=[f"sensor{j + 1}" for j in range(FLOW_D)],
+        name="three-phase-flow",
+        description=(
+            f"{3 * FLOW_PER_CLASS} points in {FLOW_D} dimensions from three classes (0, 1, 2; "
+            f"{FLOW_PER_CLASS} each), synthetic and oil-flow-like: each class is a curved 2-D "
+            "sheet (nested arcs of different radius, extended in a second direction) pushed "
+            "through a fixed random nonlinear map, plus noise (sd 0.05). The classes overlap in "
+            "linear projections (PCA) but separate in a good nonlinear embedding."
+        ),
+        label_name="class",
+    )
+
+
+def swiss_roll(seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(0.0, 1.0, SWISS_N)
+    t = 1.5 * np.pi * (1.0 + 2.0 * u)
+    height = rng.uniform(0.0, 21.0, SWISS_N)
+    Y = np.column_stack([t * np.cos(t), height, t * np.sin(t)])
+    Y += 0.05 * rng.standard_normal(Y.shape)
+    bucket = np.minimum((u * SWISS_BUCKETS).astype(np.int64), SWISS_BUCKETS - 1)
+    return Dataset(
+        values=Y,
+        labels=bucket,
+        feature_names=["x", "y", "z"],
+        name="swiss-roll",
+        description=(
+            f"{SWISS_N} points on a swiss roll in 3-D (a rolled-up 2-D sheet, 1.5 turns), noise "
+            f"sd 0.05. Label: position along the roll in {SWISS_BUCKETS} equal segments (0 = "
+            "inner end). A good 2-D embedding unrolls it into a rectangle ordered by label; PCA "
+            "initialisation folds the layers onto each other (Lawrence 2005, sec. 7.2.3), so try "
+            "Isomap initialisation."
+        ),
+        label_name=f"position along roll ({SWISS_BUCKETS} segments)",
+    )
+
+
+def sklearn_digits(seed: int = 0) -> Dataset:
+    if importlib.util.find_spec("sklearn") is None:
+        raise DataError(
+            "The 'digits' sample needs scikit-learn, which is not installed. "
+            "Install it with: pip install scikit-learn (or the project's 'digits' extra)."
+        )
+    try:
+        datasets = importlib.import_module("sklearn.datasets")
+        bunch = datasets.load_digits()
+    except Exception as exc:  # a broken optional install must not crash the app
+        raise DataError(f"Could not load the digits from scikit-learn ({exc}). Reinstall scikit-learn.") from None
+    images = np.asarray(bunch.images, dtype=np.float64)
+    n, h, w = images.shape
+    return Dataset(
+        values=images.reshape(n, h * w),
+        labels=np.asarray(bunch.target, dtype=np.int64),
+        feature_names=_pixel_names(h, w),
+        image_shape=(h, w),
+        name="digits",
+        description=(
+            f"scikit-learn's {n} handwritten digits (8x8 images, grey levels 0-16, classes 0-9; "
+            "the UCI optical digits test set). Ten clusters with within-class variation; for "
+            "interactive training use a subsample (max_rows)."
+        ),
+        label_name="digit",
+    )

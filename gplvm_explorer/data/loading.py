@@ -1,0 +1,141 @@
+"""`load_file` and `csv_columns`: from a path or uploaded bytes to a `Dataset`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .dataset import Dataset
+from .errors import DataError
+from .npfile import NPY_MAGIC, ZIP_MAGIC, parse_npy, parse_npz
+from .prepare import prepare
+from .textfile import decode_text, parse_text, read_header
+from .validation import Limits, finish
+
+TEXT_FORMATS = ("csv", "tsv", "txt")
+FORMATS = TEXT_FORMATS + ("npy", "npz")
+
+
+def _format(filename: str | None, data: bytes) -> str:
+    if filename:
+        ext = Path(str(filename)).suffix.lower().lstrip(".")
+        if ext in FORMATS:
+            return ext
+        shown = f"'.{ext}'" if ext else "no extension"
+        raise DataError(
+            f"Unsupported file type ({shown}) for '{Path(str(filename)).name}'. "
+            "Use CSV, TSV, TXT, NPY or NPZ (from a spreadsheet, save as CSV)."
+        )
+    if data.startswith(NPY_MAGIC):
+        return "npy"
+    if data.startswith(ZIP_MAGIC):
+        return "npz"
+    return "csv"
+
+
+def _read_source(source, filename: str | None, limits: Limits, head: int | None = None):
+    """Return (bytes, filename); checks the size limit before reading."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        size = len(data)
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if filename is None:
+            filename = path.name
+        try:
+            size = path.stat().st_size
+            if not path.is_file():
+                raise DataError(f"'{path.name}' is not a file. Choose a CSV, TSV, NPY or NPZ file.")
+            if size <= limits.max_bytes:
+                with open(path, "rb") as fh:
+                    data = fh.read(head if head is not None else limits.max_bytes + 1)
+        except FileNotFoundError:
+            raise DataError(f"File not found: '{path.name}'. Check the path.") from None
+        except PermissionError:
+            raise DataError(f"Cannot read '{path.name}': permission denied.") from None
+        except OSError as exc:
+            raise DataError(f"Cannot read '{path.name}': {exc.strerror or exc}.") from None
+    else:
+        raise DataError(
+            f"Expected a file path or bytes, got {type(source).__name__} instead."
+        )
+    if size > limits.max_bytes:
+        raise DataError(
+            f"The file is {size / 1e6:.1f} MB, more than the {limits.max_bytes / 1e6:.1f} MB limit. "
+            "Use a smaller file (e.g. a random subset of the rows) or raise Limits.max_bytes."
+        )
+    if size == 0 or not data.strip():
+        raise DataError("The file is empty. Choose a file with rows of numbers.")
+    return data, filename
+
+
+def load_file(
+    source,
+    filename: str | None = None,
+    *,
+    label_column: str | int | None = None,
+    standardize: bool = False,
+    drop_constant: bool = True,
+    drop_missing_rows: bool = True,
+    max_rows: int | None = None,
+    seed: int = 0,
+    header: bool | None = None,
+    image_shape: tuple[int, int] | None = None,
+    limits: Limits | None = None,
+) -> Dataset:
+    """Load a user file (path or bytes) into a validated `Dataset`.
+
+    The format comes from ``filename``'s extension (csv, tsv, txt, npy, npz;
+    for a path, its own name); bytes without a filename are sniffed.
+    ``label_column`` (name or 0-based index, text files only) is split off as
+    labels; ``header`` forces header detection on/off; ``image_shape`` marks
+    rows as (h, w) images. The remaining options are applied by `prepare`.
+    Every failure raises `DataError`.
+    """
+    limits = Limits() if limits is None else limits
+    data, filename = _read_source(source, filename, limits)
+    fmt = _format(filename, data)
+    if fmt in TEXT_FORMATS:
+        raw = parse_text(data, fmt, label_column=label_column, header=header, limits=limits)
+    else:
+        if label_column is not None:
+            raise DataError(
+                "A label column can only be chosen in CSV/TSV/TXT files; in an NPZ file, "
+                "store the labels as an array named 'labels'."
+            )
+        raw = parse_npy(data, limits=limits) if fmt == "npy" else parse_npz(data, limits=limits)
+    if image_shape is not None:
+        raw.image_shape = tuple(image_shape)
+    name = Path(str(filename)).name if filename else "uploaded data"
+    dataset = finish(
+        raw,
+        name=name,
+        description=f"Loaded from {name} ({fmt.upper()})",
+        drop_missing_rows=drop_missing_rows,
+    )
+    return prepare(
+        dataset,
+        standardize=standardize,
+        drop_constant=drop_constant,
+        max_rows=max_rows,
+        seed=seed,
+    )
+
+
+def csv_columns(
+    source, filename: str | None = None, *, header: bool | None = None, limits: Limits | None = None
+) -> list[str]:
+    """Column names of a CSV/TSV/TXT file, reading only its first lines.
+
+    Meant for a label-column picker. Files without a detected header get
+    names col1, col2, ...; NPY/NPZ files have no label column and give [].
+    """
+    limits = Limits() if limits is None else limits
+    data, filename = _read_source(source, filename, limits, head=1 << 16)
+    fmt = _format(filename, data)
+    if fmt not in TEXT_FORMATS:
+        return []
+    text, _ = decode_text(data[: 1 << 16])
+    if len(data) > 1 << 16:  # drop a possibly cut last line
+        text = text.rsplit("\n", 1)[0] if "\n" in text else text
+    return read_header(text, fmt, header)

@@ -1,0 +1,234 @@
+"""NPY / NPZ reading without ever unpickling.
+
+The NPY header is parsed first (numpy's own header reader, which evaluates
+only literals) so that object dtypes, absurd shapes and truncated data are
+refused before any memory is allocated. Arrays are read with
+``np.frombuffer``; NPZ members are read through ``zipfile`` with their
+declared uncompressed sizes checked against the limits (no zip bombs).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
+from .errors import DataError
+from .validation import Limits, RawTable
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+_PICKLE_HINT = (
+    "Python objects (pickled data) are never loaded from user files. "
+    "Save a plain numeric array, e.g. np.save(path, Y.astype(float))."
+)
+# Errors a corrupt zip/npy can raise inside the standard library.
+_CORRUPT = (
+    zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, KeyError,
+    NotImplementedError, struct.error, UnicodeDecodeError, RuntimeError, OverflowError,
+    SyntaxError, TypeError,
+)
+
+
+def _read_header(fp, what: str):
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f"unsupported NPY version {version}")
+    except Exception as exc:  # numpy's header parser raises many types on garbage
+        raise DataError(
+            f"{what} is not a valid NPY array (unreadable header: {type(exc).__name__}). "
+            "Save it again with np.save."
+        ) from None
+    return shape, fortran, dtype
+
+
+def read_npy(data: bytes, *, what: str = "The file", limits: Limits, allow_text: bool = False) -> np.ndarray:
+    """Parse one NPY array from bytes (numbers, or strings when allow_text)."""
+    if not data.startswith(NPY_MAGIC):
+        if data[:1] == b"\x80" or data.startswith(b"(dp") or data.startswith(b"cnumpy"):
+            raise DataError(f"{what} looks like a Python pickle, not an NPY array. " + _PICKLE_HINT)
+        raise DataError(
+            f"{what} is not an NPY array (it does not start with the NPY signature). "
+            "Save arrays with np.save, or upload a CSV file with a .csv extension."
+        )
+    fp = io.BytesIO(data)
+    shape, fortran, dtype = _read_header(fp, what)
+    if dtype.hasobject:
+        raise DataError(f"{what} holds an object array. " + _PICKLE_HINT)
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise DataError(
+            f"{what} holds a structured (record) array. Save a plain 2-D numeric array instead."
+        )
+    kind = dtype.kind
+    if kind == "c":
+        raise DataError(f"{what} holds complex numbers; only real numbers can be modelled.")
+    allowed = "biuf" + ("US" if allow_text else "")
+    if kind not in allowed:
+        raise DataError(
+            f"{what} has dtype {dtype}, which is not numeric. Save the array as float numbers."
+        )
+    count = 1
+    for s in shape:
+        count *= int(s)
+    if count > limits.max_values:
+        raise DataError(
+            f"{what} holds an array of shape {shape}, more than the limit of "
+            f"{limits.max_values:,} values. Use fewer rows or columns, or raise Limits.max_values."
+        )
+    offset = fp.tell()
+    nbytes = count * dtype.itemsize
+    if len(data) - offset != nbytes:
+        raise DataError(
+            f"{what} is truncated or corrupt: its header promises {nbytes:,} bytes of data "
+            f"for shape {shape}, but {len(data) - offset:,} follow. Save it again with np.save."
+        )
+    arr = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def _matrix(arr: np.ndarray, what: str) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """Numeric array -> (N, D) float64 plus an image shape for (N, h, w) stacks."""
+    if arr.ndim == 0:
+        raise DataError(f"{what} holds a single number; expected a 2-D array (rows x columns).")
+    if arr.ndim == 1:
+        raise DataError(
+            f"{what} holds a 1-D array (a single column of {arr.shape[0]} values); a latent "
+            "variable model needs at least 2 features. Save a 2-D (N, D) array."
+        )
+    if arr.ndim == 3:
+        n, h, w = arr.shape
+        return arr.reshape(n, h * w).astype(np.float64), (h, w)
+    if arr.ndim > 3:
+        raise DataError(
+            f"{what} holds a {arr.ndim}-D array of shape {arr.shape}; expected (N, D), "
+            "or (N, height, width) for images."
+        )
+    if arr.shape[1] == 1:
+        raise DataError(
+            f"{what} has a single column; a latent variable model needs at least 2 features. "
+            "Save a 2-D (N, D) array with D >= 2."
+        )
+    return arr.astype(np.float64), None
+
+
+def parse_npy(data: bytes, *, limits: Limits) -> RawTable:
+    arr = read_npy(data, limits=limits)
+    if arr.ndim >= 2:
+        limits.check_shape(arr.shape[0], int(np.prod(arr.shape[1:])))
+    values, image_shape = _matrix(arr, "The NPY file")
+    d = values.shape[1]
+    return RawTable(
+        values=values,
+        feature_names=[f"x{j + 1}" for j in range(d)],
+        image_shape=image_shape,
+    )
+
+
+def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
+    """NPZ with arrays Y, optional labels, image_shape, feature_names."""
+    if not data.startswith(ZIP_MAGIC):
+        raise DataError(
+            "The file is not an NPZ archive (it does not start with the zip signature). "
+            "Save arrays with np.savez(path, Y=..., labels=...)."
+        )
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = {i.filename: i for i in zf.infolist()}
+    except _CORRUPT as exc:
+        raise DataError(f"The NPZ archive is corrupt ({exc}). Save it again with np.savez.") from None
+    arrays = {n[:-4]: i for n, i in infos.items() if n.endswith(".npy")}
+    if not arrays:
+        raise DataError(
+            "The NPZ archive holds no arrays. Save it with np.savez(path, Y=..., labels=...)."
+        )
+    warnings: list[str] = []
+    if "Y" in arrays:
+        key = "Y"
+    elif len(arrays) == 1:
+        key = next(iter(arrays))
+        warnings.append(f"Used the only array in the NPZ, '{key}', as the data Y")
+    else:
+        raise DataError(
+            "The NPZ archive has no array named 'Y'. Found: " + ", ".join(sorted(arrays)[:20])
+            + ". Save the data as np.savez(path, Y=data, labels=labels)."
+        )
+    member_limit = 16 * limits.max_values + 65536
+
+    def load(name: str, allow_text: bool) -> np.ndarray:
+        info = arrays[name]
+        what = f"Array '{name}' in the NPZ"
+        if info.file_size > member_limit:
+            raise DataError(
+                f"{what} expands to {info.file_size:,} bytes, more than the limit. "
+                "Use fewer rows or columns, or raise Limits.max_values."
+            )
+        try:
+            with zf.open(info) as fh:
+                raw = fh.read(member_limit + 1)
+        except _CORRUPT as exc:
+            raise DataError(f"{what} is corrupt ({exc}). Save the file again with np.savez.") from None
+        return read_npy(raw, what=what, limits=limits, allow_text=allow_text)
+
+    arr = load(key, allow_text=False)
+    if arr.ndim >= 2:
+        limits.check_shape(arr.shape[0], int(np.prod(arr.shape[1:])))
+    values, image_shape = _matrix(arr, f"Array '{key}' in the NPZ")
+    n, d = values.shape
+
+    labels = None
+    if "labels" in arrays:
+        labels = load("labels", allow_text=True)
+        if labels.shape != (n,):
+            raise DataError(
+                f"Array 'labels' in the NPZ has shape {labels.shape}; expected ({n},), "
+                "one label per row of Y."
+            )
+        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+            raise DataError("Array 'labels' in the NPZ contains NaN or infinite values; give every row a label.")
+
+    if "image_shape" in arrays:
+        shp = load("image_shape", allow_text=False)
+        if shp.shape != (2,) or shp.dtype.kind not in "iu":
+            raise DataError(
+                f"Array 'image_shape' in the NPZ must hold two integers (height, width); "
+                f"got shape {shp.shape} and dtype {shp.dtype}."
+            )
+        h, w = int(shp[0]), int(shp[1])
+        if h < 1 or w < 1 or h * w != d:
+            raise DataError(
+                f"image_shape ({h}, {w}) in the NPZ does not match the {d} columns of Y; "
+                "height x width must equal the number of columns."
+            )
+        image_shape = (h, w)
+
+    names = [f"x{j + 1}" for j in range(d)]
+    if "feature_names" in arrays:
+        fn = load("feature_names", allow_text=True)
+        if fn.shape != (d,) or fn.dtype.kind not in "US":
+            raise DataError(
+                f"Array 'feature_names' in the NPZ must hold {d} strings (one per column of Y); "
+                f"got shape {fn.shape} and dtype {fn.dtype}."
+            )
+        names = [str(s.decode("utf-8", "replace") if isinstance(s, bytes) else s) for s in fn]
+        if len(set(names)) != len(names):
+            raise DataError("Array 'feature_names' in the NPZ has repeated names; make them unique.")
+
+    extra = sorted(set(arrays) - {key, "labels", "image_shape", "feature_names"})
+    if extra:
+        warnings.append("Ignored NPZ array(s): " + ", ".join(extra[:10]))
+    return RawTable(
+        values=values,
+        feature_names=names,
+        labels=labels,
+        label_name="labels" if labels is not None else None,
+        image_shape=image_shape,
+        warnings=warnings,
+    )

@@ -1,0 +1,106 @@
+"""The registry of bundled samples: `samples()` and `load_sample()`.
+
+The digits sample is listed only when scikit-learn is importable. Generated
+data are cached per (name, seed) with read-only arrays; callers get copies.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable
+
+from .dataset import Dataset, SampleInfo
+from .errors import DataError
+from .generators import (
+    ANGLE_BUCKET, FLOW_D, FLOW_PER_CLASS, GLYPH_N, GLYPH_SCALED_N, GLYPH_SIZE, SWISS_BUCKETS,
+    SWISS_N, rotating_glyph, rotating_scaled_glyph, sklearn_digits, swiss_roll, three_phase_flow,
+)
+from .prepare import check_seed, prepare
+
+
+@dataclass(frozen=True)
+class _Sample:
+    info: SampleInfo
+    make: Callable[[int], Dataset]
+    requires: str | None = None  # importable module needed to list it
+
+
+_REGISTRY: tuple[_Sample, ...] = (
+    _Sample(
+        SampleInfo("rotating-glyph", "Rotating glyph (images)",
+                   "A drawn '7' rotated through a full turn: a closed 1-D loop of images.",
+                   (GLYPH_N, GLYPH_SIZE ** 2), (GLYPH_SIZE, GLYPH_SIZE),
+                   f"angle ({ANGLE_BUCKET} degree bucket)"),
+        rotating_glyph,
+    ),
+    _Sample(
+        SampleInfo("rotating-scaled-glyph", "Rotating and scaled glyph (images)",
+                   "A drawn '7' at random angles and sizes: a 2-D cylinder of images.",
+                   (GLYPH_SCALED_N, GLYPH_SIZE ** 2), (GLYPH_SIZE, GLYPH_SIZE),
+                   f"angle ({ANGLE_BUCKET} degree bucket)"),
+        rotating_scaled_glyph,
+    ),
+    _Sample(
+        SampleInfo("three-phase-flow", "Three-phase flow (synthetic, 12-D)",
+                   "Three classes on curved 2-D sheets in 12 dimensions, oil-flow-like.",
+                   (3 * FLOW_PER_CLASS, FLOW_D), None, "class"),
+        three_phase_flow,
+    ),
+    _Sample(
+        SampleInfo("swiss-roll", "Swiss roll (3-D)",
+                   "A rolled-up 2-D sheet; PCA initialisation fails, Isomap works.",
+                   (SWISS_N, 3), None, f"position along roll ({SWISS_BUCKETS} segments)"),
+        swiss_roll,
+    ),
+    _Sample(
+        SampleInfo("digits", "Handwritten digits 8x8 (scikit-learn)",
+                   "scikit-learn's 1797 handwritten digits, ten classes.",
+                   (1797, 64), (8, 8), "digit"),
+        sklearn_digits,
+        requires="sklearn",
+    ),
+)
+
+
+def _available() -> list[_Sample]:
+    return [s for s in _REGISTRY if s.requires is None or importlib.util.find_spec(s.requires) is not None]
+
+
+def samples() -> list[SampleInfo]:
+    """The bundled samples available here, in a stable order; the first is the default."""
+    return [s.info for s in _available()]
+
+
+@functools.lru_cache(maxsize=32)
+def _generate(name: str, seed: int) -> Dataset:
+    sample = next(s for s in _REGISTRY if s.info.name == name)
+    ds = sample.make(seed)
+    for arr in (ds.values, ds.labels):
+        if arr is not None:
+            arr.setflags(write=False)
+    return ds
+
+
+def load_sample(
+    name: str,
+    seed: int = 0,
+    *,
+    standardize: bool = False,
+    drop_constant: bool = True,
+    max_rows: int | None = None,
+) -> Dataset:
+    """Load a bundled sample by name (see `samples()`), then apply `prepare` options.
+
+    The same (name, seed) always gives the same data; the returned arrays are
+    fresh copies, so changing them does not affect later calls.
+    """
+    seed = check_seed(seed)
+    known = [s.info.name for s in _available()]
+    if name not in known:
+        if name == "digits":
+            sklearn_digits(seed)  # raises the install hint
+        raise DataError(f"Unknown sample {name!r}. Available samples: {', '.join(known)}.")
+    base = _generate(name, seed).copy()
+    return prepare(base, standardize=standardize, drop_constant=drop_constant, max_rows=max_rows, seed=seed)

@@ -1,0 +1,153 @@
+"""Limits on user files and the step from a parsed table to a `Dataset`.
+
+Parsers produce a `RawTable` (values may contain NaN for missing entries);
+`finish` reports missing values, drops the affected rows (or refuses) and
+builds the validated `Dataset`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dataset import MIN_ROWS, Dataset
+from .errors import DataError
+
+MAX_ABS = 1e150  # larger magnitudes overflow in variances and kernels
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits for user files.
+
+    max_bytes   largest accepted file (default 20 MB, the browser upload path).
+    max_rows    most data rows a file may have (subsample larger data first).
+    max_cols    most columns a file may have.
+    max_values  most numbers (rows x columns) an NPY/NPZ array may hold;
+                also bounds what a compressed NPZ may expand to.
+    """
+
+    max_bytes: int = 20 * 1024 * 1024
+    max_rows: int = 100_000
+    max_cols: int = 10_000
+    max_values: int = 10_000_000
+
+    def check_shape(self, n_rows: int, n_cols: int) -> None:
+        if n_rows > self.max_rows:
+            raise DataError(
+                f"The file has {n_rows:,} rows, more than the limit of {self.max_rows:,}. "
+                "Use a random subset of the rows, or raise Limits.max_rows."
+            )
+        if n_cols > self.max_cols:
+            raise DataError(
+                f"The file has {n_cols:,} columns, more than the limit of {self.max_cols:,}. "
+                "Select fewer columns, or raise Limits.max_cols."
+            )
+        if n_rows * n_cols > self.max_values:
+            raise DataError(
+                f"The data has {n_rows:,} x {n_cols:,} values, more than the limit of "
+                f"{self.max_values:,}. Use fewer rows or columns, or raise Limits.max_values."
+            )
+
+
+@dataclass
+class RawTable:
+    """A parsed file before validation: NaN marks a missing entry."""
+
+    values: np.ndarray  # (N, D) float64, NaN = missing
+    feature_names: list[str]
+    labels: np.ndarray | None = None
+    label_name: str | None = None
+    image_shape: tuple[int, int] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _names(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def finish(raw: RawTable, *, name: str, description: str, drop_missing_rows: bool) -> Dataset:
+    """Validate a parsed table and build the `Dataset` (see module doc)."""
+    values = np.asarray(raw.values, dtype=np.float64)
+    names = list(raw.feature_names)
+    warnings = list(raw.warnings)
+    labels = raw.labels
+    image_shape = raw.image_shape
+    if values.ndim != 2:
+        raise DataError(f"Expected a table of rows and columns, got shape {values.shape} instead.")
+    n, d = values.shape
+    if n == 0 or d == 0:
+        raise DataError("The file contains no numeric data. Check that it has rows of numbers.")
+    if np.isinf(values).any():
+        rows, cols = np.nonzero(np.isinf(values))
+        bad = sorted({names[c] for c in cols})
+        raise DataError(
+            f"Infinite values found in column(s) {_names(bad)} (first at data row {rows[0] + 1}). "
+            "Replace them with finite numbers, or leave the cells empty to mark them as missing."
+        )
+    with np.errstate(invalid="ignore"):
+        huge = np.abs(values) > MAX_ABS
+    if huge.any():
+        rows, cols = np.nonzero(huge)
+        raise DataError(
+            f"Values as large as {np.nanmax(np.abs(values)):.3g} in column '{names[cols[0]]}' "
+            f"(data row {rows[0] + 1}) cannot be modelled: their squares overflow. "
+            "Rescale the column (e.g. change its units)."
+        )
+    missing = np.isnan(values)
+    if missing.all():
+        raise DataError(
+            "Every value is missing (empty or NaN). The file has no numbers to model; "
+            "check the delimiter and that the columns hold numbers."
+        )
+    empty_cols = np.nonzero(missing.all(axis=0))[0]
+    if len(empty_cols):
+        dropped = [names[c] for c in empty_cols]
+        keep = ~missing.all(axis=0)
+        values, missing = values[:, keep], missing[:, keep]
+        names = [s for s, k in zip(names, keep) if k]
+        warnings.append(f"Dropped {len(dropped)} column(s) with no values: {_names(dropped)}")
+        if image_shape is not None:
+            image_shape = None
+            warnings.append("Images disabled: columns were removed, so the image shape no longer fits.")
+    if missing.any():
+        counts = missing.sum(axis=0)
+        per_col = [f"{counts[j]} in '{names[j]}'" for j in np.nonzero(counts)[0]]
+        bad_rows = missing.any(axis=1)
+        n_bad = int(bad_rows.sum())
+        warnings.append(
+            f"Missing values: {int(counts.sum())} ({_names(per_col, 6)}) in {n_bad} row(s)"
+        )
+        if not drop_missing_rows:
+            raise DataError(
+                f"{n_bad} row(s) have missing values ({_names(per_col, 6)}). "
+                "Modelling missing values is not supported yet: enable dropping rows with "
+                "missing values, or fill them in."
+            )
+        if n_bad == values.shape[0]:
+            raise DataError(
+                "Every row has at least one missing value, so nothing is left after dropping "
+                f"them (missing: {_names(per_col, 6)}). Remove the mostly-empty columns or fill them in."
+            )
+        keep = ~bad_rows
+        values = values[keep]
+        if labels is not None:
+            labels = labels[keep]
+        warnings.append(f"Dropped {n_bad} row(s) with missing values")
+        if values.shape[0] < MIN_ROWS:
+            raise DataError(
+                f"Only {values.shape[0]} row(s) are left after dropping {n_bad} row(s) with "
+                f"missing values; at least {MIN_ROWS} are needed. Fill in the missing values."
+            )
+    return Dataset(
+        values=values,
+        labels=labels,
+        feature_names=names,
+        image_shape=image_shape,
+        name=name,
+        description=description,
+        warnings=warnings,
+        label_name=raw.label_name,
+    )
