@@ -150,6 +150,23 @@ def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
     return _finish(scores, Q, rng)
 
 
+def pca_variance_fractions(Y, latent_dim):
+    """Variance of each of the top ``latent_dim`` principal components over the largest one, (Q,).
+
+    Components beyond the rank of the centred data get 0.  Models use these to
+    start ARD lengthscales as GPy and the papers do: dimensions that PCA finds
+    unimportant start (nearly) switched off.
+    """
+    Y = _check_data(Y)
+    Q = _check_positive_int(latent_dim, "latent_dim")
+    scores = _pca_scores(Y, Q)
+    fractions = np.zeros(Q)
+    if scores.shape[1]:
+        var = scores.var(axis=0)
+        fractions[:var.size] = var / var.max()
+    return fractions
+
+
 # ---------------------------------------------------------------- validation
 
 def _check_data(Y):

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize
 
+from ._threads import single_blas_thread
 from .errors import OptimizationError
 
 OPTIMIZERS = ("lbfgs", "scg", "adam")
@@ -356,13 +357,8 @@ def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, paus
     run = _Run(model, name, x0, callback, stop, pause)
     stopped = converged = False
     try:
-        f0, g0 = run.start()
-        if run.stop_requested():
-            raise _Stopped
-        if max_iters == 0:
-            message = "max_iters=0: only the starting point was evaluated."
-        else:
-            converged, message = _IMPLEMENTATIONS[name](run, x0, f0, g0, int(max_iters), tol, **options)
+        with single_blas_thread():
+            converged, message = _run_optimizer(run, name, x0, int(max_iters), tol, options)
     except _Stopped:
         stopped, message = True, f"Stopped on request after {run.iteration} iterations."
     finally:
@@ -370,3 +366,13 @@ def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, paus
     return FitResult(objective=-run.best_f, iterations=run.iteration,
                      n_evaluations=run.n_evaluations, elapsed=run.elapsed(), stopped=stopped,
                      converged=converged and not stopped, message=message, history=run.history)
+
+
+def _run_optimizer(run, name, x0, max_iters, tol, options):
+    """Evaluate the start, then run the chosen optimiser; returns (converged, message)."""
+    f0, g0 = run.start()
+    if run.stop_requested():
+        raise _Stopped
+    if max_iters == 0:
+        return False, "max_iters=0: only the starting point was evaluated."
+    return _IMPLEMENTATIONS[name](run, x0, f0, g0, max_iters, tol, **options)

@@ -55,14 +55,14 @@ class LatentVariableModel:
 
     objective_name = "log-likelihood"
 
-    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None):
+    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca"):
         Y = validate_outputs(Y)
         self.latent_dim = validate_latent_dim(latent_dim)
         self.Y_mean = Y.mean(axis=0)
         self.Y = np.ascontiguousarray(Y - self.Y_mean)
         self.num_data, self.output_dim = self.Y.shape
         if kernel is None:
-            kernel = self._default_kernel()
+            kernel = self._default_kernel(init)
         if kernel.input_dim != self.latent_dim:
             raise ShapeError(f"Expected a kernel over {self.latent_dim} latent dimensions, "
                              f"got input_dim={kernel.input_dim} instead.")
@@ -78,8 +78,15 @@ class LatentVariableModel:
         self._cache = None
 
     # ---- parameters -------------------------------------------------------------
-    def _default_kernel(self):
-        return _kernels.RBF(self.latent_dim, ard=True)
+    def _default_kernel(self, init):
+        """ARD RBF; after PCA initialisation its lengthscales are 1 / (variance fraction) of each
+        principal component (capped at 1e3), so surplus dimensions start switched off."""
+        if init != "pca":
+            return _kernels.RBF(self.latent_dim, ard=True)
+        from ..init import pca_variance_fractions
+
+        fractions = pca_variance_fractions(self.Y, self.latent_dim)
+        return _kernels.RBF(self.latent_dim, ard=True, lengthscales=1.0 / np.maximum(fractions, 1e-3))
 
     def _kernel_specs(self, kernel):
         return [ParameterSpec(name, np.shape(value), POSITIVE) for name, value in kernel.params.items()]
@@ -163,8 +170,8 @@ class LatentVariableModel:
 
     @property
     def X_variance(self):
-        """Point models have no latent variances."""
-        return None
+        """Latent variances (N, Q) of a Bayesian model; None for point models."""
+        return self.parameters.get("X_variance")
 
     # ---- objective --------------------------------------------------------------
     def _evaluate(self, values: dict):

@@ -27,7 +27,7 @@ class BayesianGPLVM(CollapsedModel):
 
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
                  X_variance=0.5, Z=None, noise_variance=None):
-        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance)
+        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init)
         psi.check_supported(self._kernel)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
