@@ -9,6 +9,7 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.linalg import lapack
 
+from ._jit import JIT, njit
 from .errors import NumericalError
 
 #: Jitter tried, relative to the mean of the diagonal, when a plain Cholesky fails.
@@ -42,12 +43,24 @@ def jitchol(A: np.ndarray, what: str = "matrix") -> tuple[np.ndarray, float]:
     )
 
 
+@njit(**JIT)
+def _mirror_upper(A):
+    """Copy the strict upper triangle of the square C-ordered A onto its lower triangle, in place."""
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(i + 1, n):
+            A[j, i] = A[i, j]
+
+
 def chol_inverse(L: np.ndarray) -> np.ndarray:
     """(L L^T)^-1 from its lower Cholesky factor, via LAPACK dpotri (symmetric result)."""
     Ainv, info = lapack.dpotri(L, lower=1)
     if info != 0:
         raise NumericalError(f"dpotri failed with info={info}.")
-    return np.tril(Ainv) + np.tril(Ainv, -1).T
+    # potri fills the lower triangle of a Fortran-ordered array: the upper one of its C-ordered transpose
+    At = Ainv.T if Ainv.flags.f_contiguous else np.ascontiguousarray(Ainv.T)
+    _mirror_upper(At)
+    return At
 
 
 def chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:

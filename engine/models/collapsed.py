@@ -62,8 +62,9 @@ class CollapsedModel(LatentVariableModel):
         kern, b = self._bound(values)
         Z = values["Z"]
         grads = self._psi_backward(kern, values, b.dpsi0, b.dPsi1, b.dPsi2)
-        grads["Z"] = grads["Z"] + kern.grad_X(b.dKmm, Z)
-        add_grads(grads, kern.grad_params(b.dKmm, Z))
+        dKmm_params, dKmm_Z = kern.grad_params_and_X(b.dKmm, Z)
+        grads["Z"] = grads["Z"] + dKmm_Z
+        add_grads(grads, dKmm_params)
         grads["noise_variance"] = -b.posterior.beta**2 * b.dbeta
         latent_value, latent_grads = self._latent_term(values)
         add_grads(grads, latent_grads)

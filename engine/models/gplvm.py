@@ -65,8 +65,8 @@ class GPLVM(LatentVariableModel):
                   - 0.5 * float(np.sum(self.Y * post.alpha)))
         dL_dK = 0.5 * (post.alpha @ post.alpha.T - D * chol_inverse(post.L))
         prior, dprior = log_prior(post.X)
-        grads = kern.grad_params(dL_dK, post.X)
-        grads["X_mean"] = kern.grad_X(dL_dK, post.X) + dprior
+        grads, dX = kern.grad_params_and_X(dL_dK, post.X)
+        grads["X_mean"] = dX + dprior
         grads["noise_variance"] = float(np.trace(dL_dK))
         return loglik + prior, grads
 

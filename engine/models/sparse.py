@@ -38,8 +38,9 @@ class SparseGPLVM(CollapsedModel):
         Knm = kern.K(X, Z)
         dKnm = dPsi1 + Knm @ (dPsi2 + dPsi2.T)
         dKdiag = np.full(X.shape[0], dpsi0)
-        grads = add_grads(kern.grad_params(dKnm, X, Z), kern.grad_params_diag(dKdiag, X))
-        grads["X_mean"] = kern.grad_X(dKnm, X, Z) + kern.grad_X_diag(dKdiag, X)
+        grads, dX = kern.grad_params_and_X(dKnm, X, Z)
+        add_grads(grads, kern.grad_params_diag(dKdiag, X))
+        grads["X_mean"] = dX + kern.grad_X_diag(dKdiag, X)
         grads["Z"] = kern.grad_X(np.ascontiguousarray(dKnm.T), Z, X)
         return grads
 

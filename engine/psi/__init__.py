@@ -1,0 +1,233 @@
+"""Psi statistics of the Bayesian GP-LVM and their gradients.
+
+Titsias & Lawrence (2010), eqs. 15-17, under q(x_n) = N(mu_n, diag S_n):
+
+    psi0        = sum_n <k(x_n, x_n)>                    float
+    Psi1[n, m]  = <k(x_n, z_m)>                          (N, M)
+    Psi2[m, m'] = sum_n <k(z_m, x_n) k(x_n, z_m')>       (M, M), summed over n
+
+Closed forms exist for RBF (ARD or not), Linear (ARD or not), Bias and White,
+and for sums of at most one RBF or Linear with any number of Bias and White
+terms.  Each kernel family is a module of pure array functions
+(``psi_stats``, ``psi_gradients``, ``psi1``, ``PARAMS``, ``CROSS``) found
+through :data:`REGISTRY` by ``kernel.name``; sums are handled by
+:mod:`engine.psi.sum`.  Any other kernel raises
+:class:`~engine.errors.UnsupportedKernelError`.
+
+Performance: the RBF Psi2 loops run on numba.get_num_threads() threads
+(see :mod:`engine.psi.rbf`); keep BLAS to one thread while they run (e.g.
+``threadpoolctl.threadpool_limits(1)`` or ``OPENBLAS_NUM_THREADS=1``),
+otherwise the two sets of threads fight over the cores.  Compiled code is
+cached on disk; call :func:`warm_up` once in the background at start-up so
+the first real call does not wait for the JIT (~10 s cold, < 1 s cached).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedKernelError
+from . import bias, linear, rbf, white
+from . import sum as _sum
+
+__all__ = [
+    "PsiStats",
+    "PsiGradients",
+    "REGISTRY",
+    "SUPPORTED_DESCRIPTION",
+    "compute",
+    "gradients",
+    "supports",
+    "check_supported",
+    "warm_up",
+]
+
+
+class PsiStats(NamedTuple):
+    """psi0: float; Psi1: (N, M); Psi2: (M, M), symmetric, summed over n."""
+
+    psi0: float
+    Psi1: np.ndarray
+    Psi2: np.ndarray
+
+
+class PsiGradients(NamedTuple):
+    """Gradients of a scalar L w.r.t. the kernel parameters (dict keyed like
+    ``kernel.params``, same shapes), Z (M, Q), mu (N, Q) and S (N, Q)."""
+
+    params: dict
+    Z: np.ndarray
+    mu: np.ndarray
+    S: np.ndarray
+
+
+#: Kernel name -> module of pure array functions for that family.
+REGISTRY = {
+    "rbf": rbf,
+    "linear": linear,
+    "bias": bias,
+    "white": white,
+}
+
+SUPPORTED_DESCRIPTION = (
+    "RBF, Linear, Bias and White kernels, and sums of at most one RBF or Linear "
+    "kernel with any number of Bias and White terms (e.g. RBF + Bias + White, Linear + Bias)"
+)
+
+
+# ------------------------------------------------------------------ dispatch
+
+
+def _leaves(kernel, prefix=""):
+    """Flatten ``kernel`` into [(key prefix, name, leaf kernel)]; sums recurse."""
+    name = getattr(kernel, "name", type(kernel).__name__)
+    if name == "sum":
+        names = getattr(kernel, "part_names", None) or [p.name for p in kernel.parts]
+        out = []
+        for part_name, part in zip(names, kernel.parts):
+            out.extend(_leaves(part, f"{prefix}{part_name}."))
+        return out
+    return [(prefix, name, kernel)]
+
+
+def _why_unsupported(kernel):
+    """None when supported, else a short reason."""
+    try:
+        leaves = _leaves(kernel)
+    except AttributeError as exc:  # not a kernel object at all
+        return f"not a kernel ({exc})"
+    unknown = sorted({name for _, name, _ in leaves if name not in REGISTRY})
+    if unknown:
+        return f"no closed-form psi statistics for {', '.join(unknown)}"
+    for i in range(len(leaves)):
+        for j in range(i + 1, len(leaves)):
+            a, b = leaves[i][1], leaves[j][1]
+            if not _sum.cross_term_ok(REGISTRY[a], REGISTRY[b]):
+                return (
+                    f"the cross term of {a} and {b} in a sum has no implemented closed form "
+                    "(only Bias and White combine with other kernels)"
+                )
+    return None
+
+
+def _describe(kernel):
+    try:
+        names = [name for _, name, _ in _leaves(kernel)]
+        return " + ".join(names)
+    except AttributeError:
+        return type(kernel).__name__
+
+
+def supports(kernel) -> bool:
+    """Whether the psi statistics of ``kernel`` are available in closed form."""
+    return _why_unsupported(kernel) is None
+
+
+def check_supported(kernel) -> None:
+    """Raise :class:`UnsupportedKernelError` unless :func:`supports` ``(kernel)``."""
+    why = _why_unsupported(kernel)
+    if why is not None:
+        raise UnsupportedKernelError(
+            f"The Bayesian GP-LVM needs closed-form psi statistics; expected {SUPPORTED_DESCRIPTION}, "
+            f"got {_describe(kernel)} instead ({why}). Choose one of the supported kernels, "
+            "or use the GP-LVM or sparse GP-LVM for this kernel."
+        )
+
+
+def _parts(kernel):
+    """[(key prefix, family module, params dict)] of a supported kernel."""
+    check_supported(kernel)
+    return [(prefix, REGISTRY[name], leaf.params) for prefix, name, leaf in _leaves(kernel)]
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _as_matrix(x, name, cols=None):
+    arr = np.ascontiguousarray(x, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ShapeError(f"Expected {name} to be a 2-D array, got shape {arr.shape} instead.")
+    if cols is not None and arr.shape[1] != cols:
+        raise ShapeError(f"Expected {name} to have {cols} columns (Q), got shape {arr.shape} instead.")
+    if not np.all(np.isfinite(arr)):
+        raise ShapeError(f"Expected finite values in {name}, got NaN or inf instead.")
+    return arr
+
+
+def _validate(kernel, Z, mu, S):
+    Z = _as_matrix(Z, "Z")
+    Q = Z.shape[1]
+    input_dim = getattr(kernel, "input_dim", Q)
+    if input_dim != Q:
+        raise ShapeError(f"Expected Z with kernel.input_dim = {input_dim} columns, got shape {Z.shape} instead.")
+    mu = _as_matrix(mu, "mu", Q)
+    S = _as_matrix(S, "S", Q)
+    if S.shape != mu.shape:
+        raise ShapeError(f"Expected S of the same shape as mu {mu.shape}, got {S.shape} instead.")
+    if Z.shape[0] < 1 or mu.shape[0] < 1:
+        raise ShapeError(f"Expected at least one inducing input and one data point, got Z {Z.shape}, mu {mu.shape} instead.")
+    if np.any(S < 0):
+        raise ShapeError("Expected non-negative variances S, got a negative entry instead.")
+    return Z, mu, S
+
+
+# ------------------------------------------------------------------ public
+
+
+def compute(kernel, Z, mu, S) -> PsiStats:
+    """psi0, Psi1 (N, M) and Psi2 (M, M) of ``kernel`` under q(X).
+
+    Z: (M, Q) inducing inputs; mu, S: (N, Q) variational means and variances.
+    """
+    parts = _parts(kernel)
+    Z, mu, S = _validate(kernel, Z, mu, S)
+    if len(parts) == 1 and kernel.name != "sum":
+        _, family, params = parts[0]
+        psi0, Psi1, Psi2 = family.psi_stats(*[params[k] for k in family.PARAMS], Z, mu, S)
+    else:
+        psi0, Psi1, Psi2 = _sum.psi_stats([(f, p) for _, f, p in parts], Z, mu, S)
+    return PsiStats(float(psi0), Psi1, Psi2)
+
+
+def gradients(kernel, Z, mu, S, dL_dpsi0, dL_dPsi1, dL_dPsi2) -> PsiGradients:
+    """Gradients of L = dL_dpsi0 psi0 + sum(dL_dPsi1 * Psi1) + sum(dL_dPsi2 * Psi2).
+
+    dL_dpsi0: float; dL_dPsi1: (N, M); dL_dPsi2: (M, M), need not be symmetric.
+    Returns :class:`PsiGradients` with ``params`` keyed exactly like ``kernel.params``.
+    """
+    parts = _parts(kernel)
+    Z, mu, S = _validate(kernel, Z, mu, S)
+    N, M = mu.shape[0], Z.shape[0]
+    G1 = np.ascontiguousarray(dL_dPsi1, dtype=np.float64)
+    G2 = np.ascontiguousarray(dL_dPsi2, dtype=np.float64)
+    if G1.shape != (N, M):
+        raise ShapeError(f"Expected dL_dPsi1 of shape {(N, M)}, got {G1.shape} instead.")
+    if G2.shape != (M, M):
+        raise ShapeError(f"Expected dL_dPsi2 of shape {(M, M)}, got {G2.shape} instead.")
+    if len(parts) == 1 and kernel.name != "sum":
+        _, family, params = parts[0]
+        grads = [family.psi_gradients(dL_dpsi0, G1, G2, *[params[k] for k in family.PARAMS], Z, mu, S)]
+    else:
+        grads = _sum.psi_gradients(dL_dpsi0, G1, G2, [(f, p) for _, f, p in parts], Z, mu, S)
+    out_params = {}
+    dZ = np.zeros_like(Z)
+    dmu = np.zeros_like(mu)
+    dS = np.zeros_like(S)
+    for (prefix, family, _), g in zip(parts, grads):
+        for k in family.PARAMS:
+            out_params[prefix + k] = g[k]
+        dZ += g["Z"]
+        dmu += g["mu"]
+        dS += g["S"]
+    return PsiGradients(out_params, dZ, dmu, dS)
+
+
+def warm_up() -> None:
+    """Compile (or load from the on-disk cache) the numba loops on a tiny problem."""
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((3, 2))
+    mu = rng.standard_normal((5, 2))
+    S = np.full((5, 2), 0.1)
+    rbf.psi_stats(1.0, np.ones(2), Z, mu, S)
+    rbf.psi_gradients(1.0, np.ones((5, 3)), np.ones((3, 3)), 1.0, np.ones(2), Z, mu, S)
