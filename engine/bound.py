@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .linalg import chol_inverse, jitchol, tri_solve
+from .linalg import check_finite, chol_inverse, cholesky_failure, jitter_levels, tri_solve, try_cholesky
 
 LOG_2PI = np.log(2.0 * np.pi)
 
@@ -54,16 +54,25 @@ class CollapsedBound(NamedTuple):
 def collapsed_factors(Psi1TY: np.ndarray, Psi2: np.ndarray, Kmm: np.ndarray, beta: float):
     """Cholesky factors of Kmm and B, and C; see the module docstring.
 
-    Returns (L, jitter, LB, LW, C) with shapes (M,M), float, (M,M), (M,M), (M,D).
+    Returns (L, jitter, LB, LW, C, A) with shapes (M,M), float, (M,M), (M,M), (M,D), (M,M).
+    Jitter is added to Kmm only when needed: when Kmm itself is not numerically
+    positive definite, or when it is so ill-conditioned that A = L^-1 Psi2 L^-T
+    comes out indefinite and B = I + beta A cannot be factorised.
     """
-    L, jitter = jitchol(Kmm, "inducing-point kernel matrix Kmm")
-    A = tri_solve(L, tri_solve(L, Psi2).T).T
-    A = 0.5 * (A + A.T)
-    B = np.eye(A.shape[0]) + beta * A
-    LB, _ = jitchol(B, "matrix I + beta A")
-    LW = L @ LB
-    C = tri_solve(LW, Psi1TY)
-    return L, jitter, LB, LW, C, A
+    Kmm = check_finite(Kmm, "inducing-point kernel matrix Kmm")
+    eye = np.eye(Kmm.shape[0])
+    for jitter in jitter_levels(Kmm):
+        L = try_cholesky(Kmm + jitter * eye if jitter else Kmm)
+        if L is None:
+            continue
+        A = tri_solve(L, tri_solve(L, Psi2).T).T
+        A = 0.5 * (A + A.T)
+        LB = try_cholesky(eye + beta * A)
+        if LB is None:
+            continue
+        LW = L @ LB
+        return L, jitter, LB, LW, tri_solve(LW, Psi1TY), A
+    raise cholesky_failure("inducing-point kernel matrix Kmm (or I + beta A)")
 
 
 def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarray,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import blas
 
 from ..errors import ShapeError
 from ..linalg import chol_inverse, chol_solve, jitchol, logdet_from_chol, tri_solve
@@ -63,7 +64,9 @@ class GPLVM(LatentVariableModel):
         N, D = self.Y.shape
         loglik = (-0.5 * N * D * LOG_2PI - 0.5 * D * logdet_from_chol(post.L)
                   - 0.5 * float(np.sum(self.Y * post.alpha)))
-        dL_dK = 0.5 * (post.alpha @ post.alpha.T - D * chol_inverse(post.L))
+        # dL/dK = 1/2 (alpha alpha^T - D K^-1), written over K^-1 by one in-place GEMM
+        Kinv = chol_inverse(post.L)
+        dL_dK = blas.dgemm(0.5, post.alpha, post.alpha, beta=-0.5 * D, c=Kinv.T, trans_b=1, overwrite_c=1).T
         prior, dprior = log_prior(post.X)
         grads, dX = kern.grad_params_and_X(dL_dK, post.X)
         grads["X_mean"] = dX + dprior

@@ -224,3 +224,21 @@ def test_unsupported_kernel_is_refused_with_the_working_kernels_named():
 def test_too_many_inducing_points_is_a_shape_error():
     with pytest.raises(engine.ShapeError, match="inducing"):
         engine.BayesianGPLVM(manifold_data(N=10), 2, num_inducing=11)
+
+
+def test_ill_conditioned_kmm_gets_jitter_when_b_cannot_be_factorised():
+    # 80 inducing points crowded into a 2-D square: Kmm still factorises, but so badly
+    # that A = L^-1 Psi2 L^-T is indefinite and I + beta A is not positive definite.
+    # The bound must escalate jitter on Kmm (and say so), not fail.
+    from engine.linalg import try_cholesky
+
+    rng = np.random.default_rng(0)
+    T = rng.uniform(-1, 1, size=(300, 2))
+    Y = np.sin(T @ rng.normal(size=(2, 8)) * 2) + 0.01 * rng.normal(size=(300, 8))
+    model = engine.SparseGPLVM(Y, 2, num_inducing=80, noise_variance=1e-3)
+    v = model.parameters
+    Kmm = model.kernel.K(v["Z"])
+    assert try_cholesky(Kmm) is not None  # Kmm alone looks fine ...
+    value = model.objective()
+    assert np.isfinite(value)
+    assert model.jitter > 0.0  # ... yet jitter was needed, and it is reported
