@@ -1,0 +1,55 @@
+"""Short, plain explanations shown next to each view (Markdown)."""
+
+DATA = """\
+**Data.** Each row is one data point (N rows), each column one feature (D columns).
+Pick a bundled sample or upload a CSV/TSV (header row optional), NPY or NPZ file.
+A *label column* only colours the points; it is not used for training.
+*Standardise* gives every feature zero mean and unit variance — useful when
+features have very different units."""
+
+MODEL = """\
+**Model.** The *GP-LVM* (Lawrence 2005) finds latent points X so that a Gaussian
+process mapping X → data explains the data; it optimises X directly (exact, O(N³)).
+The *sparse GP-LVM* approximates the process with M inducing points (O(NM²)).
+The *Bayesian GP-LVM* (Titsias & Lawrence 2010) keeps a Gaussian q(x) per point
+and maximises a lower bound on the evidence (the ELBO), so surplus latent
+dimensions are switched off automatically by the ARD kernel.
+Q is the number of latent dimensions, M the number of inducing points."""
+
+TRAINING = """\
+**Training.** The optimiser improves the objective step by step on a background
+thread; the plots update live. *Pause* holds it, *Stop* ends it and keeps the
+best fit so far."""
+
+LATENT = """\
+**Latent map.** Each dot is one data point placed at its latent position (two
+latent dimensions at a time; the others are held at the slider values).
+The shading is the model's *predictive variance*: **light = confident** (the
+model has seen data nearby), **dark = uncertain**. Click anywhere to see what
+the model predicts there."""
+
+RECONSTRUCTION = """\
+**Reconstruction.** What the model generates at the clicked latent location —
+an image for image data, otherwise the value of every feature with a ±2σ
+band — beside the nearest training example. Far from the data (dark shading)
+the prediction falls back to the data mean and the band widens."""
+
+OBJECTIVE = """\
+**Objective.** For the Bayesian GP-LVM this is the *ELBO*, a lower bound on
+the log evidence log p(Y) (higher is better). For the GP-LVM and sparse
+GP-LVM it is the log-likelihood of the data plus the log prior of the latent
+points. A flattening curve means the optimiser has (nearly) converged.
+The vertical axis zooms to the later iterations (the very first ones may lie
+far below the axis)."""
+
+ARD = """\
+**ARD relevance.** One bar per latent dimension. *Relevance* is 1/lengthscale²
+(RBF) or the weight variance (linear): a bar near zero means the model has
+**switched that dimension off** — moving along it changes nothing in the
+output. *Lengthscale* shows the same information inverted (long = unused)."""
+
+EXPORT = """\
+**Export.** Latent coordinates (means, variances, labels) as CSV; the trained
+model as an NPZ file the engine loads with `engine.io.load_model`; the latent
+map as PNG or as an interactive HTML page. The plot toolbar's save button also
+downloads a PNG of what you see."""

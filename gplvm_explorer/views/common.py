@@ -1,0 +1,86 @@
+"""Small helpers shared by the views."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import panel as pn
+import param
+
+ACCENT = "#1f5f8b"
+
+
+def _read_css() -> str:
+    try:
+        return (Path(__file__).resolve().parents[2] / "assets" / "style.css").read_text()
+    except OSError:  # pragma: no cover - assets missing from an install
+        return ""
+
+
+#: The app's stylesheet; components render in shadow DOM, so panes that use
+#: its classes get it through ``stylesheets=[STYLESHEET]``.
+STYLESHEET = _read_css()
+
+#: Outline buttons: ``variant`` in Panel >= 1.10, ``button_style`` before.
+OUTLINE = {"variant": "outline"} if "variant" in pn.widgets.Button.param else {"button_style": "outline"}
+
+#: Stylesheets for Markdown panes (their content lives in the pane's shadow root).
+SMALL_MD = "p, li { font-size: .88rem; line-height: 1.4; margin: 0 0 .25em 0; } ul { padding-left: 18px; margin: 2px 0; }"
+MUTED_MD = "p { font-size: .86rem; color: #5b6b7c; margin: 2px 0; }"
+STATUS_STYLES = {"background": "#f6f8fb", "border": "1px solid #e2e8f0", "border-radius": "10px",
+                 "padding": "4px 2px"}
+
+#: Inline styles of the white "cards" in the main area.
+PANEL_STYLES = {"background": "#ffffff", "border": "1px solid #e2e8f0", "border-radius": "10px",
+                "box-shadow": "0 1px 2px rgba(16,24,40,.05)", "padding": "2px 6px 6px 6px"}
+
+
+def sync(widget, vm: param.Parameterized, name: str, wattr: str = "value", to_widget=None, to_vm=None):
+    """Keep ``widget.<wattr>`` and ``vm.<name>`` equal, both ways, without loops."""
+    to_widget = to_widget or (lambda v: v)
+    to_vm = to_vm or (lambda v: v)
+    busy = {"flag": False}
+
+    def w2v(event):
+        if busy["flag"]:
+            return
+        busy["flag"] = True
+        try:
+            setattr(vm, name, to_vm(event.new))
+        finally:
+            busy["flag"] = False
+
+    def v2w(event):
+        if busy["flag"]:
+            return
+        busy["flag"] = True
+        try:
+            setattr(widget, wattr, to_widget(event.new))
+        finally:
+            busy["flag"] = False
+
+    widget.param.watch(w2v, wattr)
+    vm.param.watch(v2w, name)
+    return widget
+
+
+def title_with_help(title: str, help_md: str, level: int = 3) -> pn.Row:
+    """A heading with a small (i) tooltip holding the explanation."""
+    return pn.Row(
+        pn.pane.HTML(f"<h{level} class='gx-title'>{title}</h{level}>", margin=(0, 0, 0, 5),
+                     stylesheets=[STYLESHEET]),
+        pn.widgets.TooltipIcon(value=help_md, margin=(12, 0, 0, 2)),
+        align="center",
+        sizing_mode="stretch_width",
+        css_classes=["gx-title-row"],
+    )
+
+
+def help_card(help_md: str, title: str = "What am I looking at?") -> pn.Card:
+    return pn.Card(
+        pn.pane.Markdown(help_md, sizing_mode="stretch_width", stylesheets=[SMALL_MD]),
+        title=title,
+        collapsed=True,
+        sizing_mode="stretch_width",
+        css_classes=["gx-help-card"],
+        margin=(2, 5),
+    )

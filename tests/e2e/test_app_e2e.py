@@ -1,0 +1,206 @@
+"""The explorer in a real headless Chromium against a served app.
+
+Screenshots of each state go to test-artifacts/e2e/.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(420),
+    # pytest-playwright's own base_url fixture triggers this on recent pytest
+    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
+]
+
+READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+
+JS_HELPERS = """
+window.__gx = {
+  sources(col) {
+    const out = [];
+    for (const doc of Bokeh.documents) {
+      for (const m of doc.all_models) {
+        if (m.type !== 'ColumnDataSource' && !(m.data && m.selected !== undefined)) continue;
+        const d = m.data;
+        const v = d instanceof Map ? d.get(col) : (d ? d[col] : undefined);
+        if (v !== undefined) out.push(m);
+      }
+    }
+    return out;
+  },
+  column(src, col) { const d = src.data; return d instanceof Map ? d.get(col) : d[col]; },
+  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
+  figure(title) {
+    for (const root of Object.values(Bokeh.index)) {
+      for (const v of this.walk(root)) {
+        const t = v.model && v.model.title;
+        if (t && (t.text === title || t === title) && v.frame) return v;
+      }
+    }
+    return null;
+  },
+};
+"""
+
+
+def open_app(page, url):
+    page.goto(url)
+    page.wait_for_function(READY, timeout=120_000)
+    page.evaluate(JS_HELPERS)
+
+
+def col_len(page, col):
+    return page.evaluate(
+        """(col) => { const s = __gx.sources(col); return s.length ? Math.max(...s.map(m => __gx.column(m, col).length)) : -1; }""",
+        col,
+    )
+
+
+def col_values(page, col, must_have=None):
+    return page.evaluate(
+        """([col, other]) => { const s = __gx.sources(col).filter(m => !other || __gx.column(m, other) !== undefined);
+             return s.length ? Array.from(__gx.column(s[0], col)) : null; }""",
+        [col, must_have],
+    )
+
+
+def screenshot(page, artifacts, name):
+    page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+
+
+def wait_text(page, text, timeout=60_000):
+    page.get_by_text(text).first.wait_for(state="visible", timeout=timeout)
+
+
+def click_latent(page, x, y):
+    """Click the latent map at data coordinates (x, y); returns the page pixel."""
+    pos = page.evaluate(
+        """([x, y]) => { const v = __gx.figure('Latent space'); if (!v) return null;
+             const r = v.canvas_view.el.getBoundingClientRect();
+             return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }""",
+        [x, y],
+    )
+    assert pos is not None, "latent map figure not found"
+    page.mouse.click(pos[0], pos[1])
+    return pos
+
+
+def test_train_live_click_reconstruct_stop(page, panel_serve_subprocess, artifacts):
+    """Served by `panel serve gplvm_explorer/app.py` (proves the entry point)."""
+    open_app(page, panel_serve_subprocess)
+    # default sample already loaded
+    wait_text(page, "rotating-glyph", timeout=30_000)
+    page.locator("select").first.select_option(label="Rotating glyph (images)")
+    wait_text(page, "images of 16 × 16 pixels")
+    screenshot(page, artifacts, "01-first-open")
+
+    # many iterations, so the fit is still running when we look (and press Stop)
+    iters = page.get_by_label("Iterations")
+    iters.fill("20000")
+    iters.press("Enter")
+    page.get_by_role("button", name="▶ Train", exact=True).click()
+    # the objective curve grows across several polls while training
+    lengths = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        n = col_len(page, "objective")
+        if not lengths or n != lengths[-1]:
+            lengths.append(n)
+        if len([v for v in lengths if v > 0]) >= 4:
+            break
+        time.sleep(0.3)
+    grown = [v for v in lengths if v > 0]
+    assert len(grown) >= 4, f"objective curve did not grow live: {lengths}"
+    assert grown == sorted(grown)
+    # ARD bars: one per latent dimension (Q = 5 by default), with real values
+    q = 5
+    assert col_len(page, "dimension") == q
+    values = col_values(page, "value", must_have="dimension")
+    assert values is not None and len(values) == q and max(values) > 0
+    # the page stays responsive while training: the status line shows progress
+    wait_text(page, "it/s")
+    # wait for the latent points
+    page.wait_for_function("() => __gx.sources('lx').some(s => __gx.column(s, 'lx').length > 0)", timeout=60_000)
+    screenshot(page, artifacts, "02-training")
+
+    page.get_by_role("button", name="■ Stop", exact=True).click()
+    wait_text(page, "Stopped after", timeout=60_000)
+    time.sleep(1.0)  # final map and grid
+    screenshot(page, artifacts, "03-stopped")
+    # exports become available once a model exists
+    csv_btn = page.get_by_role("button", name="Latent coordinates (CSV)")
+    csv_btn.wait_for(timeout=10_000)
+    assert csv_btn.is_enabled()
+
+    # click the latent map at a known data coordinate: training point 0
+    xs = col_values(page, "lx")
+    ys = col_values(page, "ly")
+    assert xs and ys
+    x, y = xs[0], ys[0]
+    # Known issue: a click landing while the map is still re-rendering after
+    # Stop is occasionally not delivered to the server; a second click works.
+    for attempt in range(3):
+        click_latent(page, x, y)
+        try:
+            wait_text(page, "Nearest training point #", timeout=8_000)
+            break
+        except Exception:  # noqa: BLE001
+            if attempt == 2:
+                raise
+    text = page.get_by_text(re.compile(r"At x\d+ = ")).first.inner_text()
+    m = re.search(r"At x\d+ = (-?[\d.e+-]+), x\d+ = (-?[\d.e+-]+)", text)
+    assert m, text
+    span_x = max(xs) - min(xs) or 1.0
+    span_y = max(ys) - min(ys) or 1.0
+    assert abs(float(m.group(1)) - x) < 0.05 * span_x
+    assert abs(float(m.group(2)) - y) < 0.05 * span_y
+    first_text = text
+    screenshot(page, artifacts, "04-reconstruction")
+    # a second click elsewhere updates the reconstruction
+    for attempt in range(3):
+        click_latent(page, xs[len(xs) // 2], ys[len(ys) // 2])
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            t2 = page.get_by_text(re.compile(r"At x\d+ = ")).first.inner_text()
+            if t2 != first_text:
+                break
+            time.sleep(0.2)
+        if t2 != first_text:
+            break
+    assert t2 != first_text, "reconstruction did not update on the second click"
+    time.sleep(0.5)
+    screenshot(page, artifacts, "05-second-click")
+    # the whole page (the template scrolls inside): a tall viewport for one picture
+    page.set_viewport_size({"width": 1280, "height": 1750})
+    time.sleep(1.5)
+    screenshot(page, artifacts, "06-whole-page")
+
+
+def test_upload_valid_then_malformed_keeps_previous(page, served_app, artifacts, tmp_path):
+    open_app(page, served_app)
+    good = tmp_path / "measurements.csv"
+    rows = ["height,width,depth,weight,species"]
+    for i in range(40):
+        rows.append(f"{1 + i * 0.1:.2f},{2 + (i % 7) * 0.3:.2f},{(i * 37 % 11) / 3:.3f},{i % 5 + 0.5},"
+                    f"{'ABC'[i % 3]}")
+    good.write_text("\n".join(rows) + "\n")
+    page.locator("input[type=file]").set_input_files(str(good))
+    wait_text(page, "measurements", timeout=30_000)
+    assert page.get_by_text(re.compile(r"40\s+points")).first.is_visible()
+    # choose the label column: the points will be coloured by species
+    page.get_by_label("Label column (colours only)").select_option("species")
+    wait_text(page, "3 distinct", timeout=30_000)
+    screenshot(page, artifacts, "07-upload-valid")
+
+    bad = tmp_path / "broken.csv"
+    bad.write_bytes(b"a,b,c\n1,2,3\n4,five,6,7,8\n\x00\x00\x00")
+    page.locator("input[type=file]").set_input_files(str(bad))
+    wait_text(page, "Could not load broken.csv", timeout=30_000)
+    # the previous data stays loaded
+    assert page.get_by_text(re.compile(r"40\s+points")).first.is_visible()
+    assert page.get_by_text("measurements").first.is_visible()
+    screenshot(page, artifacts, "08-upload-malformed")
