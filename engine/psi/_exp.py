@@ -13,8 +13,15 @@ is below 3e-308; subnormals are flushed).  Arguments above 709 are clamped
 (exp would overflow); the psi statistics only ever pass x <= log of a
 product of kernel values.  NaN inputs give unspecified finite output, so
 callers validate their inputs first.
+
+``_exp1`` is the same function for one scalar, meant to be inlined into a
+compiled loop (the psi-statistic loops call it on a row while the row is in
+L1): 2**k is an LLVM bitcast of the int64 bits, so no scratch buffer is
+needed and the calling loop still vectorises.
 """
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from .._jit import JIT, njit
 
@@ -43,6 +50,41 @@ _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _XMIN = -708.0
 _XMAX = 709.0
+
+
+@intrinsic
+def _bits_to_float(typingctx, bits):
+    """Reinterpret the bits of an int64 as a float64 (an LLVM bitcast; vectorises)."""
+    if not isinstance(bits, types.Integer) or bits.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(bits), codegen
+
+
+@njit(**_EXP_FLAGS)
+def _exp1(v):
+    """exp(v) of one float64, same algorithm and accuracy as :func:`_exp_inplace`.
+
+    Written for inlining: a loop over an array calling it vectorises (the
+    2**k factor is a bitcast, no memory round trip).
+    """
+    keep = v >= _XMIN
+    v = min(max(v, _XMIN), _XMAX)
+    kf = np.floor(v * _LOG2E + 0.5)
+    r = (v - kf * _LN2_HI) - kf * _LN2_LO
+    r2 = r * r
+    r4 = r2 * r2
+    r8 = r4 * r4
+    b0 = (_C0 + _C1 * r) + (_C2 + _C3 * r) * r2
+    b1 = (_C4 + _C5 * r) + (_C6 + _C7 * r) * r2
+    b2 = (_C8 + _C9 * r) + (_C10 + _C11 * r) * r2
+    b3 = _C12 + _C13 * r
+    p = (b0 + b1 * r4) + (b2 + b3 * r4) * r8
+    bits = (np.int64(kf) + 1023) << 52
+    return p * _bits_to_float(bits if keep else np.int64(0))
 
 
 @njit(**_EXP_FLAGS)
@@ -79,4 +121,13 @@ def _exp_array(x):
     out = x.copy()
     ibuf = np.empty(n, np.int64)
     _exp_inplace(out, ibuf, ibuf.view(np.float64), n)
+    return out
+
+
+@njit(**JIT)
+def _exp1_array(x):
+    """exp of a 1-D float64 array through :func:`_exp1` (a copy); for tests."""
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _exp1(x[i])
     return out

@@ -18,14 +18,17 @@ Fast path.  With a_nq = 1 / (l_q + 2 S_nq) the Psi2 exponent is rewritten as
     U[n, m] = sum_q (1 / (4 l_q) + a_nq / 4) z_mq^2 - a_nq mu_nq z_mq
     R[n, q] = (a_nq - 1 / l_q) / 2
 
-where c, U, R come from BLAS, so the O(N M^2 Q) loop is one FMA per term.
-The compiled loops run over blocks of ``_BLOCK`` data points laid out along
-the fastest axis (every inner loop is a contiguous, vectorised loop of fixed
-length; N is padded with points that contribute exactly 0), visit only
-m' <= m (Psi2 is symmetric), exponentiate a whole row of the block at once
-with the vectorisable exp of :mod:`._exp`, and unroll by four where a loop
-would otherwise load and store its accumulator once per FMA.  Nothing of
-size N x M x M is ever stored.
+where c, U, R come from BLAS.  The compiled loops run over blocks of
+``_BLOCK`` data points laid out along the fastest axis (N is padded with
+points that contribute exactly 0) and visit only m' <= m (Psi2 is
+symmetric).  For a block and a row m, the cross terms sum_q R[n, q] z_mq z_m'q
+of all m' <= m are one small GEMM (Z[:m+1] times R z_m over the block; BLAS
+register-blocks it, which hand-written loops did not); a single fused pass
+then adds the per-point terms, exponentiates with the vectorisable exp of
+:mod:`._exp` (inlined: the 2**k factor is a bitcast) and sums, with the row
+in L1.  Every block is first copied into C-contiguous buffers: views of the
+(M, N) arrays have a runtime row stride, and LLVM then gathers.  Nothing of
+size N x M x M is stored, except as below.
 
 Threads: the blocks are split into ``numba.get_num_threads()`` shares, each
 with its own accumulators (summed at the end, no races), run by a small
@@ -36,10 +39,16 @@ region was several times slower than this pool (N=1000, M=50, Q=10 on a
 busy two-core machine: ~90 ms against ~12 ms for the forward pass).  It
 also keeps the cold compile near 10 s instead of 30-40 s.
 
-The backward pass recomputes the exponentials of the forward pass (cheaper
-than storing N M^2 / 2 numbers) and forms, per data point, Y_n = T_n [Z, 1]
-with T_n = sym(dL_dPsi2) * Psi2_n; every gradient follows from Y_n through
-O(N M Q) BLAS work (see :func:`psi_gradients`).
+The backward pass forms, per data point, T_n = sym(dL_dPsi2) * Psi2_n and
+the reductions Y_n = T_n [Z, 1], sum_m z_m Y_n[m] and sum_n R[n] Y_n[m]; per
+block and row these are two more small GEMMs, and every gradient follows
+through O(N M Q) BLAS work (see :func:`psi_gradients`).  It needs Psi2_n
+again: :func:`psi_stats` keeps them (with its other intermediates) for a
+following :func:`psi_gradients` at the same arguments when they fit in
+``_KEEP_LIMIT`` (N = 1000 at M = 50: the backward pass then does no exp);
+otherwise the backward pass recomputes them.  The GEMMs are small enough
+that OpenBLAS runs them on the calling thread; keep BLAS to one thread
+anyway while these loops run (see :mod:`engine.psi`).
 
 The statistics are invariant to translating mu and Z together; both are
 centred on the mean of Z first, which keeps the expanded exponent free of
@@ -54,7 +63,7 @@ import numba
 import numpy as np
 
 from .._jit import JIT, njit
-from ._exp import _exp_inplace
+from ._exp import _exp1
 
 #: Parameter names, in the order the array functions take them.
 PARAMS = ("variance", "lengthscales")
@@ -71,193 +80,191 @@ _BLOCK = 64
 
 
 @njit(**JIT)
-def _row_exponents(Ub, W, Z, base, m, E):
-    """E[m2, :] = base - Ub[m2] - sum_q W[q] z_m2q for m2 <= m (one block of points).
+def _load_block(c, Ut, Rt, n0, cb, Ub, Rb):
+    """Copy the block of points at n0 into C-contiguous (M, B), (Q, B) buffers.
 
-    Ub: (M, B); W: (Q, B) = R^T[:, block] * z_m; Z: (M, Q); base: (B,); E: (M, B).
-    The q loop is unrolled by four so each pass over E does four FMAs.
+    Views of Ut and Rt would have a runtime row stride; the copies let every
+    inner loop below use unit-stride, compile-time-shaped accesses (no gathers).
     """
-    Q = W.shape[0]
-    Q4 = Q - Q % 4
-    for m2 in range(m + 1):
+    for i in range(_BLOCK):
+        cb[i] = c[n0 + i]
+    for m in range(Ut.shape[0]):
         for i in range(_BLOCK):
-            E[m2, i] = base[i] - Ub[m2, i]
-        for q in range(0, Q4, 4):
-            z0 = Z[m2, q]
-            z1 = Z[m2, q + 1]
-            z2 = Z[m2, q + 2]
-            z3 = Z[m2, q + 3]
-            for i in range(_BLOCK):
-                E[m2, i] -= (W[q, i] * z0 + W[q + 1, i] * z1) + (W[q + 2, i] * z2 + W[q + 3, i] * z3)
-        for q in range(Q4, Q):
-            zq = Z[m2, q]
-            for i in range(_BLOCK):
-                E[m2, i] -= W[q, i] * zq
+            Ub[m, i] = Ut[m, n0 + i]
+    for q in range(Rt.shape[0]):
+        for i in range(_BLOCK):
+            Rb[q, i] = Rt[q, n0 + i]
 
 
 @njit(**JIT)
-def _row_psi2(c, Ut, Rt, Z, n0, m, W, base, E, ibuf, fbuf):
-    """E[m2, i] <- Psi2_{n0+i}[m, m2] for m2 <= m and the block of points at n0."""
-    # slices, so that every index below is a plain loop counter (no
-    # negative-index wrap-around checks in the vectorised loops)
-    Q = Rt.shape[0]
-    cb = c[n0:n0 + _BLOCK]
-    Ub = Ut[:, n0:n0 + _BLOCK]
-    Rb = Rt[:, n0:n0 + _BLOCK]
+def _row_setup(cb, Ub, Rb, Z, m, W, base):
+    """W[q, i] = R[n0 + i, q] z_mq and base[i] = -(c + U[:, m]) for row m of a block."""
+    Q = Rb.shape[0]
     for q in range(Q):
         zq = Z[m, q]
         for i in range(_BLOCK):
             W[q, i] = Rb[q, i] * zq
     for i in range(_BLOCK):
         base[i] = -(cb[i] + Ub[m, i])
-    _row_exponents(Ub, W, Z, base, m, E)
-    _exp_inplace(E.reshape(E.size), ibuf, fbuf, (m + 1) * _BLOCK)
 
 
 @njit(**JIT)
-def _psi2_forward_blocks(c, Ut, Rt, Z, b_lo, b_hi, acc):
+def _psi2_forward_blocks(c, Ut, Rt, Z, b_lo, b_hi, acc, Es):
     """acc[p] += sum over the points of blocks b_lo..b_hi-1 of Psi2_n (packed).
 
     c: (Npad,); Ut: (M, Npad) = U^T; Rt: (Q, Npad) = R^T (Npad a multiple of
     the block size; padding has c = 1e300, so it contributes exactly 0);
     Z: (M, Q); acc: (M(M+1)/2,), p = m(m+1)/2 + m' for m' <= m.
+    Es: (Npad / B, M(M+1)/2, B) receives every Psi2_n[m, m'] (Es[b, p, i] for
+    point b B + i) for :func:`_psi2_backward_blocks`, or has size 0 (not kept).
+
+    Per block and row m: the cross terms sum_q z_m2q W[q, i] of rows m2 <= m
+    come from one GEMM (Z[:m+1] W, BLAS), then one fused pass adds the
+    per-point terms, exponentiates (inlined vectorised exp) and sums while
+    the row is in L1.
     """
+    store = Es.size > 0
     M = Ut.shape[0]
     Q = Rt.shape[0]
-    E = np.empty((M, _BLOCK))
     W = np.empty((Q, _BLOCK))
     base = np.empty(_BLOCK)
-    ibuf = np.empty(M * _BLOCK, np.int64)
-    fbuf = ibuf.view(np.float64)
+    Ebuf = np.empty((M, _BLOCK))
+    cb = np.empty(_BLOCK)
+    Ub = np.empty((M, _BLOCK))
+    Rb = np.empty((Q, _BLOCK))
     for b in range(b_lo, b_hi):
-        n0 = b * _BLOCK
+        _load_block(c, Ut, Rt, b * _BLOCK, cb, Ub, Rb)
         for m in range(M):
-            _row_psi2(c, Ut, Rt, Z, n0, m, W, base, E, ibuf, fbuf)
+            _row_setup(cb, Ub, Rb, Z, m, W, base)
             p0 = m * (m + 1) // 2
+            G = Ebuf[:m + 1]
+            np.dot(Z[:m + 1], W, G)
             for m2 in range(m + 1):
+                e = G[m2]
+                u = Ub[m2]
                 s = 0.0
-                for i in range(_BLOCK):
-                    s += E[m2, i]
+                if store:
+                    Eo = Es[b, p0 + m2]
+                    for i in range(_BLOCK):
+                        x = _exp1(base[i] - u[i] - e[i])
+                        Eo[i] = x
+                        s += x
+                else:
+                    for i in range(_BLOCK):
+                        s += _exp1(base[i] - u[i] - e[i])
                 acc[p0 + m2] += s
 
 
 @njit(**JIT)
-def _accumulate_row(Ym, E, Z, m):
-    """Ym[:Q] += sum_{m2 <= m} E[m2] z_m2q and Ym[Q] += sum_{m2 <= m} E[m2], four m2 per pass.
-
-    Ym: (Q + 1, B); E: (M, B), row m of T_n for the block; Z: (M, Q).
-    """
-    Q = Z.shape[1]
-    m4 = (m + 1) - (m + 1) % 4
-    for q in range(Q):
-        for m2 in range(0, m4, 4):
-            z0 = Z[m2, q]
-            z1 = Z[m2 + 1, q]
-            z2 = Z[m2 + 2, q]
-            z3 = Z[m2 + 3, q]
-            for i in range(_BLOCK):
-                Ym[q, i] += (E[m2, i] * z0 + E[m2 + 1, i] * z1) + (E[m2 + 2, i] * z2 + E[m2 + 3, i] * z3)
-        for m2 in range(m4, m + 1):
-            zq = Z[m2, q]
-            for i in range(_BLOCK):
-                Ym[q, i] += E[m2, i] * zq
-    for m2 in range(0, m4, 4):
-        for i in range(_BLOCK):
-            Ym[Q, i] += (E[m2, i] + E[m2 + 1, i]) + (E[m2 + 2, i] + E[m2 + 3, i])
-    for m2 in range(m4, m + 1):
-        for i in range(_BLOCK):
-            Ym[Q, i] += E[m2, i]
-
-
-@njit(**JIT)
-def _accumulate_mirror(Y, E, Z, m, lo, hi):
-    """Y[m2, :Q] += E[m2] z_mq and Y[m2, Q] += E[m2] for lo <= m2 < hi (the T_n[m2, m] half)."""
-    Q = Z.shape[1]
-    for m2 in range(lo, hi):
-        Y2 = Y[m2]
-        for q in range(Q):
-            zq = Z[m, q]
-            for i in range(_BLOCK):
-                Y2[q, i] += E[m2, i] * zq
-        for i in range(_BLOCK):
-            Y2[Q, i] += E[m2, i]
-
-
-@njit(**JIT)
-def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, b_lo, b_hi, r, H, KZ):
+def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, b_lo, b_hi, r, H, KZ, Es):
     """Reductions of T_n = sym(dL_dPsi2) * Psi2_n for the points of blocks b_lo..b_hi-1.
 
     c, Ut, Rt, Z: as in :func:`_psi2_forward_blocks`; Gp: (M(M+1)/2,) packed
     lower triangle of sym(dL_dPsi2).  With Y_n = T_n Z (M, Q) and
     r_n = T_n 1 (M,), writes r[n] (rows of (Npad, M)), H[n, q] = sum_m z_mq Y_n[m, q]
     (rows of (Npad, Q)) and adds KZ[m, q] += sum_n R[n, q] Y_n[m, q] ((M, Q)).
+    Es: the Psi2_n kept by :func:`_psi2_forward_blocks` (read instead of
+    recomputing the exponentials), or of size 0.
 
-    Only m2 <= m is exponentiated; T_n's other half is added by mirroring.
-    Rows m are taken four at a time so the mirror pass does four FMAs per
-    load and store of Y.
+    Only the lower triangle m2 <= m is used, H_n[q] being
+    sum_m z_mq (2 sum_{m2 <= m} T[m, m2] z_m2q - T[m, m] z_mq).
+
+    Per block of points and row m, with Er = Psi2_n[m, :m+1] over the block
+    ((m+1, B): kept by the forward pass or recomputed) and g = Gs[m, :m+1]:
+    Ym^T = Er^T [g Z, g] ((B, Q+1), one GEMM: row parts of T_n Z and T_n 1),
+    D = Er R_block ((m+1, Q), one GEMM) is summed over the blocks (KZ is linear
+    in it, with coefficients from Z and Gp alone, so KZ is formed once at the end),
+    and the mirror half of r is one FMA per element (rb[m2] += g[m2] Er[m2]),
+    fused into the exp pass when Er is recomputed.
     """
+    stored = Es.size > 0
     M = Ut.shape[0]
     Q = Rt.shape[0]
-    E4 = np.empty((4, M, _BLOCK))
+    P = M * (M + 1) // 2
     W = np.empty((Q, _BLOCK))
     base = np.empty(_BLOCK)
-    ibuf = np.empty(M * _BLOCK, np.int64)
-    fbuf = ibuf.view(np.float64)
-    Y = np.empty((M, Q + 1, _BLOCK))  # Y[m, :Q] = (T_n Z)[m], Y[m, Q] = (T_n 1)[m]
+    Ebuf = np.empty((M, _BLOCK))
+    ZgT = np.empty((M, Q + 1))
+    YmT = np.empty((_BLOCK, Q + 1))
+    D = np.empty((M, Q))
+    Df = D.reshape(M * Q)
+    Dacc = np.zeros(P * Q)  # packed (P, Q): sum over blocks of D, row m at p0 = m(m+1)/2
+    rb = np.empty((M, _BLOCK))
+    Hb = np.empty((Q, _BLOCK))
+    cb = np.empty(_BLOCK)
+    Ub = np.empty((M, _BLOCK))
+    Rb = np.empty((Q, _BLOCK))
+    RbT = np.empty((_BLOCK, Q))
     for b in range(b_lo, b_hi):
         n0 = b * _BLOCK
-        Y[:] = 0.0
-        for m0 in range(0, M, 4):
-            G = min(4, M - m0)
-            for g in range(G):
-                m = m0 + g
-                E = E4[g]
-                _row_psi2(c, Ut, Rt, Z, n0, m, W, base, E, ibuf, fbuf)
-                p0 = m * (m + 1) // 2
-                for m2 in range(m + 1):
-                    gp = Gp[p0 + m2]
+        _load_block(c, Ut, Rt, n0, cb, Ub, Rb)
+        for q in range(Q):
+            for i in range(_BLOCK):
+                RbT[i, q] = Rb[q, i]
+        rb[:] = 0.0
+        Hb[:] = 0.0
+        for m in range(M):
+            p0 = m * (m + 1) // 2
+            for m2 in range(m + 1):
+                gm = Gp[p0 + m2]
+                for q in range(Q):
+                    ZgT[m2, q] = gm * Z[m2, q]
+                ZgT[m2, Q] = gm
+            if stored:
+                Er = Es[b, p0:p0 + m + 1]
+                for m2 in range(m):
+                    gm = Gp[p0 + m2]
+                    e = Er[m2]
+                    rr = rb[m2]
                     for i in range(_BLOCK):
-                        E[m2, i] *= gp
-                _accumulate_row(Y[m], E, Z, m)
-            # mirror half for m2 < m0, all rows of the group at once
-            if G == 4:
-                E0 = E4[0]
-                E1 = E4[1]
-                E2 = E4[2]
-                E3 = E4[3]
-                for m2 in range(m0):
-                    Y2 = Y[m2]
-                    for q in range(Q):
-                        za = Z[m0, q]
-                        zb = Z[m0 + 1, q]
-                        zc = Z[m0 + 2, q]
-                        zd = Z[m0 + 3, q]
-                        for i in range(_BLOCK):
-                            Y2[q, i] += (E0[m2, i] * za + E1[m2, i] * zb) + (E2[m2, i] * zc + E3[m2, i] * zd)
-                    for i in range(_BLOCK):
-                        Y2[Q, i] += (E0[m2, i] + E1[m2, i]) + (E2[m2, i] + E3[m2, i])
+                        rr[i] += gm * e[i]
             else:
-                for g in range(G):
-                    _accumulate_mirror(Y, E4[g], Z, m0 + g, 0, m0)
-            # mirror half inside the group: m0 <= m2 < m
-            for g in range(1, G):
-                _accumulate_mirror(Y, E4[g], Z, m0 + g, m0, m0 + g)
+                _row_setup(cb, Ub, Rb, Z, m, W, base)
+                Er = Ebuf[:m + 1]
+                np.dot(Z[:m + 1], W, Er)
+                for m2 in range(m):
+                    gm = Gp[p0 + m2]
+                    e = Er[m2]
+                    u = Ub[m2]
+                    rr = rb[m2]
+                    for i in range(_BLOCK):
+                        x = _exp1(base[i] - u[i] - e[i])
+                        e[i] = x
+                        rr[i] += gm * x
+                e = Er[m]
+                u = Ub[m]
+                for i in range(_BLOCK):
+                    e[i] = _exp1(base[i] - u[i] - e[i])
+            np.dot(Er.T, ZgT[:m + 1], YmT)
+            np.dot(Er, RbT, D[:m + 1])
+            k0 = p0 * Q
+            for k in range((m + 1) * Q):
+                Dacc[k0 + k] += Df[k]
+            gd = Gp[p0 + m]
+            ed = Er[m]
+            for i in range(_BLOCK):
+                rb[m, i] += YmT[i, Q]
+            for q in range(Q):
+                zq = Z[m, q]
+                for i in range(_BLOCK):
+                    Hb[q, i] += zq * (2.0 * YmT[i, q] - gd * ed[i] * zq)
         for i in range(_BLOCK):
             n = n0 + i
             for m in range(M):
-                r[n, m] = Y[m, Q, i]
+                r[n, m] = rb[m, i]
             for q in range(Q):
-                h = 0.0
-                for m in range(M):
-                    h += Z[m, q] * Y[m, q, i]
-                H[n, q] = h
-        Rb = Rt[:, n0:n0 + _BLOCK]
-        for m in range(M):
+                H[n, q] = Hb[q, i]
+    # KZ[m] += sum_{m2 <= m} g D[m2] z_m2 (row part), KZ[m2] += g D[m2] z_m for m2 < m (mirror)
+    for m in range(M):
+        p0 = m * (m + 1) // 2
+        for m2 in range(m + 1):
+            gm = Gp[p0 + m2]
+            k0 = (p0 + m2) * Q
             for q in range(Q):
-                k = 0.0
-                for i in range(_BLOCK):
-                    k += Rb[q, i] * Y[m, q, i]
-                KZ[m, q] += k
+                d = gm * Dacc[k0 + q]
+                KZ[m, q] += d * Z[m2, q]
+                if m2 < m:
+                    KZ[m2, q] += d * Z[m, q]
 
 
 def _nthread(nblock):
@@ -309,18 +316,40 @@ def _pad(c, Ut, Rt):
     return cp, Up, Rp
 
 
-def _psi2_packed(c, Ut, Rt, Z):
-    """Packed lower triangle (M(M+1)/2,) of Psi2 = sum_n Psi2_n."""
+#: Empty stand-in for the kept Psi2_n when they are not kept.
+_NOT_KEPT = np.empty((0, 0, _BLOCK))
+
+#: Most Psi2_n values (doubles) a forward pass keeps for the backward pass:
+#: 2**21 (16 MB) holds N = 1000 at M = 50.  Above it the backward pass
+#: recomputes the exponentials.
+_KEEP_LIMIT = 2**21
+
+
+def _psi2_packed(c, Ut, Rt, Z, keep=False):
+    """Packed lower triangle (M(M+1)/2,) of Psi2 = sum_n Psi2_n.
+
+    With ``keep``, returns (packed, kept) where kept holds every Psi2_n for
+    :func:`_psi2_reductions` ((Npad / B, M(M+1)/2, B)), or None above _KEEP_LIMIT.
+    """
     c, Ut, Rt = _pad(c, Ut, Rt)
     nblock = c.shape[0] // _BLOCK
     M = Z.shape[0]
-    acc = np.zeros((_nthread(nblock), M * (M + 1) // 2))
-    _run_shares(_psi2_forward_blocks, nblock, lambda t, lo, hi: (c, Ut, Rt, Z, lo, hi, acc[t]))
-    return acc.sum(axis=0)
+    P = M * (M + 1) // 2
+    Es = np.empty((nblock, P, _BLOCK)) if keep and nblock * P * _BLOCK <= _KEEP_LIMIT else _NOT_KEPT
+    acc = np.zeros((_nthread(nblock), P))
+    _run_shares(_psi2_forward_blocks, nblock, lambda t, lo, hi: (c, Ut, Rt, Z, lo, hi, acc[t], Es))
+    packed = acc.sum(axis=0)
+    if keep:
+        return packed, (Es if Es.size else None)
+    return packed
 
 
-def _psi2_reductions(c, Ut, Rt, Z, Gp):
-    """(r (N, M), H (N, Q), KZ (M, Q)); see :func:`_psi2_backward_blocks`."""
+def _psi2_reductions(c, Ut, Rt, Z, Gp, kept=None):
+    """(r (N, M), H (N, Q), KZ (M, Q)); see :func:`_psi2_backward_blocks`.
+
+    kept: the Psi2_n from ``_psi2_packed(c, Ut, Rt, Z, keep=True)`` at the same
+    arguments, or None (recompute them).
+    """
     N = c.shape[0]
     c, Ut, Rt = _pad(c, Ut, Rt)
     M, Npad = Ut.shape
@@ -328,9 +357,46 @@ def _psi2_reductions(c, Ut, Rt, Z, Gp):
     r = np.empty((Npad, M))
     H = np.empty((Npad, Q))
     nblock = Npad // _BLOCK
+    Es = _NOT_KEPT if kept is None else kept
     KZ = np.zeros((_nthread(nblock), M, Q))
-    _run_shares(_psi2_backward_blocks, nblock, lambda t, lo, hi: (c, Ut, Rt, Z, Gp, lo, hi, r, H, KZ[t]))
+    _run_shares(_psi2_backward_blocks, nblock, lambda t, lo, hi: (c, Ut, Rt, Z, Gp, lo, hi, r, H, KZ[t], Es))
     return r[:N], H[:N], KZ.sum(axis=0)
+
+
+# ----------------------------------------------------------------- forward cache
+
+# The models call psi_stats and then psi_gradients at the same arguments; the
+# backward pass reuses the forward pass's prepared terms, Psi1 and (below
+# _KEEP_LIMIT) its Psi2_n, if the arguments are equal.  One entry per thread
+# (sessions training in different threads never see each other's), dropped
+# by the next psi_gradients.
+_LAST = threading.local()
+
+
+class _Forward:
+    """What :func:`psi_stats` leaves for :func:`psi_gradients` (inputs copied for the comparison)."""
+
+    __slots__ = ("args", "prepared", "Psi1", "b", "terms", "kept")
+
+    def __init__(self, args, prepared, Psi1, b, terms, kept):
+        self.args = tuple(np.array(x, dtype=np.float64) for x in args)
+        self.prepared = prepared
+        self.Psi1 = Psi1
+        self.b = b
+        self.terms = terms
+        self.kept = kept
+
+    def matches(self, args):
+        return all(np.array_equal(mine, np.asarray(x, dtype=np.float64)) for mine, x in zip(self.args, args))
+
+
+def _take_forward(args):
+    """The cached forward pass at exactly these arguments (and drop the cache), else None."""
+    fw = getattr(_LAST, "forward", None)
+    _LAST.forward = None
+    if fw is not None and fw.matches(args):
+        return fw
+    return None
 
 
 # ----------------------------------------------------------------- helpers
@@ -390,12 +456,17 @@ def psi_stats(variance, lengthscales, Z, mu, S):
 
     variance: float; lengthscales: (Q,) or () (shared); Z: (M, Q); mu, S: (N, Q).
     """
-    v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S)
+    args = (variance, lengthscales, Z, mu, S)
+    _LAST.forward = None
+    prepared = _prepare(*args)
+    v, l, Zc, muc, S = prepared
     N, M = muc.shape[0], Zc.shape[0]
-    Psi1, _ = _psi1(v, l, Zc, muc, S)
-    _, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S)
-    Psi2 = _unpack_sym(_psi2_packed(c, Ut, Rt, Zc), M)
-    return N * v, Psi1, Psi2
+    Psi1, b = _psi1(v, l, Zc, muc, S)
+    terms = _psi2_terms(v, l, Zc, muc, S)
+    _, c, Ut, Rt = terms
+    packed, kept = _psi2_packed(c, Ut, Rt, Zc, keep=True)
+    _LAST.forward = _Forward(args, prepared, Psi1, b, terms, kept)
+    return N * v, Psi1.copy(), _unpack_sym(packed, M)
 
 
 def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales, Z, mu, S):
@@ -407,7 +478,8 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales, Z, mu, S
     """
     ell_shape = np.shape(lengthscales)
     ell = np.broadcast_to(np.asarray(lengthscales, dtype=np.float64), (np.shape(Z)[1],))
-    v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S)
+    fw = _take_forward((variance, lengthscales, Z, mu, S))
+    v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S) if fw is None else fw.prepared
     N, M = muc.shape[0], Zc.shape[0]
     G1 = np.asarray(dL_dPsi1, dtype=np.float64)
     G2 = np.asarray(dL_dPsi2, dtype=np.float64)
@@ -418,7 +490,7 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales, Z, mu, S
     # Psi1, with W1 = G1 * Psi1 and d = mu_n - z_m:
     #   dlogPsi1/dmu = -b d, dlogPsi1/dS = -b/2 + b^2 d^2 / 2,
     #   dlogPsi1/dl = S b / (2 l) + b^2 d^2 / 2, dlogPsi1/dz = b d.
-    Psi1, b = _psi1(v, l, Zc, muc, S)
+    Psi1, b = _psi1(v, l, Zc, muc, S) if fw is None else (fw.Psi1, fw.b)
     W1 = G1 * Psi1
     w = W1.sum(axis=1)
     WZ = W1 @ Zc
@@ -430,10 +502,10 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales, Z, mu, S
     dZ = W1.T @ (b * muc) - Zc * (W1.T @ b)
 
     # Psi2: dL/dE_n[m, m'] = -T_n[m, m'] for the exponent E (module docstring).
-    a, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S)
+    a, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S) if fw is None else fw.terms
     Gs = 0.5 * (G2 + G2.T)
     Gp = np.ascontiguousarray(Gs[np.tril_indices(M)])
-    r, H, KZ = _psi2_reductions(c, Ut, Rt, Zc, Gp)
+    r, H, KZ = _psi2_reductions(c, Ut, Rt, Zc, Gp, None if fw is None else fw.kept)
     t = r.sum(axis=1)  # (N,)  sum_mm' T_n
     rZ = r @ Zc  # (N, Q)
     rZ2 = r @ (Zc * Zc)

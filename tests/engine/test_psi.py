@@ -16,7 +16,7 @@ from gradcheck import check_grad
 import engine.psi as psi
 from engine.errors import ShapeError, UnsupportedKernelError
 from engine.psi import linear, rbf
-from engine.psi._exp import _exp_array
+from engine.psi._exp import _exp1_array, _exp_array
 
 # ---------------------------------------------------------------- stand-ins
 
@@ -483,3 +483,94 @@ def test_concurrent_calls_from_two_threads_agree():
         for f in futures:
             got = f.result()
             assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# ---------------------------------------------------------------- forward cache and inlined exp
+
+
+def test_inlined_exp_matches_array_exp():
+    rng = np.random.default_rng(3)
+    x = np.concatenate(
+        [rng.uniform(-708.0, 709.0, 100_000), rng.uniform(-40.0, 0.0, 100_000),
+         np.array([0.0, -708.0, 709.0, 1e-300, -1e-300, 0.5 * math.log(2.0)])]
+    )
+    assert np.max(np.abs(_exp1_array(x) / np.exp(x) - 1.0)) < 1e-15
+    assert np.all(_exp1_array(np.array([-708.5, -745.0, -1e4, -1e300])) == 0.0)
+
+
+def _rbf_grads_without_cache(*args):
+    rbf._LAST.forward = None
+    return rbf.psi_gradients(*args)
+
+
+@pytest.mark.parametrize("N, M", [(150, 7), (64, 1), (130, 12)])
+def test_kept_forward_matches_recomputed_backward(N, M):
+    # psi_stats keeps Psi2_n and its intermediates for the psi_gradients that follows
+    _, Z, mu, S = problem(N, M, 3, seed=21)
+    ell = np.array([0.7, 1.2, 1.6])
+    rng = np.random.default_rng(4)
+    G1, G2 = rng.standard_normal((N, M)), rng.standard_normal((M, M))
+    args = (0.3, G1, G2, 1.4, ell, Z, mu, S)
+    want = _rbf_grads_without_cache(*args)
+    rbf.psi_stats(1.4, ell, Z, mu, S)
+    assert rbf._LAST.forward is not None and rbf._LAST.forward.kept is not None
+    got = rbf.psi_gradients(*args)
+    assert rbf._LAST.forward is None
+    for key in ("variance", "lengthscales", "Z", "mu", "S"):
+        assert rel(got[key], want[key]) < 1e-12
+    # slow reference of the statistics, for the same padded shapes
+    assert rel(rbf.psi_stats(1.4, ell, Z, mu, S)[2], ref_rbf(1.4, ell, Z, mu, S)[2]) < 1e-10
+
+
+def test_forward_cache_is_not_reused_for_other_arguments():
+    _, Z, mu, S = problem(100, 5, 3, seed=22)
+    ell = np.array([0.9, 1.0, 1.3])
+    rng = np.random.default_rng(5)
+    G1, G2 = rng.standard_normal((100, 5)), rng.standard_normal((5, 5))
+    for change in ("mu_in_place", "S", "Z", "variance", "lengthscales"):
+        mu2, S2, Z2, v2, ell2 = mu.copy(), S.copy(), Z.copy(), 1.1, ell.copy()
+        rbf.psi_stats(1.1, ell2, Z2, mu2, S2)
+        if change == "mu_in_place":
+            mu2[3, 1] += 0.25  # same array object, new values
+        elif change == "S":
+            S2 = S2 * 1.5
+        elif change == "Z":
+            Z2 = Z2 + 0.1
+        elif change == "variance":
+            v2 = 1.3
+        else:
+            ell2 = ell2 * 1.2
+        got = rbf.psi_gradients(0.2, G1, G2, v2, ell2, Z2, mu2, S2)
+        want = _rbf_grads_without_cache(0.2, G1, G2, v2, ell2, Z2, mu2, S2)
+        for key in ("variance", "lengthscales", "Z", "mu", "S"):
+            assert rel(got[key], want[key]) < 1e-12, change
+
+
+def test_psi2_kept_above_limit_is_recomputed(monkeypatch):
+    _, Z, mu, S = problem(90, 6, 3, seed=23)
+    ell = np.array([1.0, 0.8, 1.4])
+    rng = np.random.default_rng(6)
+    G1, G2 = rng.standard_normal((90, 6)), rng.standard_normal((6, 6))
+    want_stats = rbf.psi_stats(0.9, ell, Z, mu, S)
+    want = rbf.psi_gradients(0.1, G1, G2, 0.9, ell, Z, mu, S)
+    monkeypatch.setattr(rbf, "_KEEP_LIMIT", 0)
+    got_stats = rbf.psi_stats(0.9, ell, Z, mu, S)
+    assert rbf._LAST.forward.kept is None
+    got = rbf.psi_gradients(0.1, G1, G2, 0.9, ell, Z, mu, S)
+    assert rel(got_stats[2], want_stats[2]) < 1e-14 and rel(got_stats[1], want_stats[1]) == 0.0
+    for key in ("variance", "lengthscales", "Z", "mu", "S"):
+        assert rel(got[key], want[key]) < 1e-12
+
+
+def test_returned_psi1_is_not_the_cached_one():
+    # a caller modifying the returned Psi1 in place must not change the gradients
+    _, Z, mu, S = problem(70, 4, 2, seed=24)
+    ell = np.array([1.1, 0.9])
+    rng = np.random.default_rng(7)
+    G1, G2 = rng.standard_normal((70, 4)), rng.standard_normal((4, 4))
+    want = _rbf_grads_without_cache(0.0, G1, G2, 1.0, ell, Z, mu, S)
+    _, Psi1, _ = rbf.psi_stats(1.0, ell, Z, mu, S)
+    Psi1 *= 2.0
+    got = rbf.psi_gradients(0.0, G1, G2, 1.0, ell, Z, mu, S)
+    for key in ("variance", "lengthscales", "Z", "mu", "S"):
+        assert rel(got[key], want[key]) < 1e-12
