@@ -717,17 +717,11 @@ def _freeze(model):
     """A copy of ``model`` that later optimiser steps cannot change.
 
     Called on the worker thread between two iterations, when the model sits at
-    the snapshot's parameters.  Engine models hold a lock (not deep-copyable),
-    so a model with the ``get_free``/``set_free`` protocol is copied shallowly
-    and then handed its own copy of the free parameter vector: ``set_free``
-    stores a fresh array and drops the prediction cache, so whatever the
-    optimiser later does to the original never reaches the copy (data arrays
-    stay shared; nothing writes to them).
+    the snapshot's parameters.  Engine models provide ``copy()`` (independent
+    parameters, shared read-only data); anything else is deep-copied.
     """
-    if hasattr(model, "get_free") and hasattr(model, "set_free"):
-        clone = copy.copy(model)
-        clone.set_free(np.array(model.get_free(), dtype=float, copy=True))
-        return clone
+    if hasattr(model, "copy"):
+        return model.copy()
     return copy.deepcopy(model)
 
 

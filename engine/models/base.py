@@ -7,6 +7,7 @@ constrained values, so evaluating never changes the model's state; only
 """
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
@@ -151,6 +152,19 @@ class LatentVariableModel:
             value = self.parameters[name]
             return float(value) if np.ndim(value) == 0 else value
         raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+
+    def copy(self):
+        """An independent model at the same parameters (data arrays are shared, read-only).
+
+        What to predict with while this model keeps training on another thread.
+        """
+        with self._lock:
+            clone = copy.copy(self)
+            clone._free = self._free.copy()
+        clone._kernel = self._kernel.copy()
+        clone._lock = threading.RLock()
+        clone._cache = None
+        return clone
 
     def kernel_at(self, values: dict):
         """A copy of the kernel with its parameters taken from ``values``."""

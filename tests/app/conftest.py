@@ -1,6 +1,7 @@
 """Fixtures for the app tests (no browser)."""
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from dataclasses import dataclass
@@ -50,6 +51,11 @@ class FakeModel:
 
     def set_free(self, x):
         self._free = np.array(x, dtype=float, copy=True)
+
+    def copy(self):
+        clone = copy.copy(self)
+        clone._free = self._free.copy()
+        return clone
 
     @property
     def X_mean(self):

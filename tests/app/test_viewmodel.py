@@ -43,9 +43,10 @@ def test_train_receives_snapshots_then_stop_and_reconstruct(vm):
     assert vm.train(), vm.train_message
     # several polls see the history grow: live, not one batch at the end
     seen = []
-    assert poll_until(vm, lambda: (seen.append(len(vm.objective_buffer.data)) or seen[-1] >= 3))
+    assert poll_until(vm, lambda: (seen.append(len(vm.objective_buffer.data))
+                                   or len({n for n in seen if n > 0}) >= 2))
     assert vm.train_state in ("running", "starting")
-    assert len(set(seen)) >= 2
+    assert len({n for n in seen if n > 0}) >= 2 and seen == sorted(seen)
     assert vm.model_Q == vm.latent_dim
     assert len(vm.ard_pipe.data) == vm.latent_dim
     assert "Iteration" in vm.progress_text and "it/s" in vm.progress_text

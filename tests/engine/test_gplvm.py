@@ -117,3 +117,15 @@ def test_bad_inputs_raise_typed_errors():
         engine.GPLVM(np.ones((5, 2)), 0)
     with pytest.raises(engine.ShapeError, match="kernel over 2"):
         engine.GPLVM(np.random.default_rng(0).normal(size=(5, 2)), 2, kernel=kernels.RBF(3))
+
+
+def test_copy_is_independent_of_later_parameter_changes():
+    Y, _ = three_class_manifold(n_per_class=10)
+    model = engine.GPLVM(Y, 2)
+    frozen = model.copy()
+    grid = np.random.default_rng(0).normal(size=(5, 2))
+    before = frozen.predict(grid)[0]
+    model.fit(max_iters=5)
+    assert not np.allclose(model.X_mean, frozen.X_mean)
+    np.testing.assert_array_equal(frozen.predict(grid)[0], before)
+    assert frozen.objective() != model.objective()
