@@ -43,6 +43,7 @@ from engine.errors import (
     ShapeError,
     UnsupportedKernelError,
 )
+from engine.optimize import Snapshot
 
 __all__ = [
     "MODELS",
@@ -615,7 +616,7 @@ class TrainingSession:
             self._config = config
             self._objective_name = getattr(model, "objective_name", "objective")
             self._state = FINISHED
-        snap = _SnapshotLike.from_model(model)
+        snap = _snapshot_from_model(model)
         self._publish(model, snap, force=True, final=True)
 
     # ---- polling (UI thread) ---------------------------------------------
@@ -655,9 +656,9 @@ class TrainingSession:
                     pause=self._pause,
                 )
             # final, consistent state: the model no longer changes
-            snap = self._snapshot or _SnapshotLike.from_model(model)
+            snap = self._snapshot or _snapshot_from_model(model)
             if self._snapshot is not None:
-                snap = _SnapshotLike.from_model(model, like=self._snapshot)
+                snap = _snapshot_from_model(model, like=self._snapshot)
             self._publish(model, snap, force=True, final=True)
             self._jitter = float(getattr(model, "jitter", 0.0) or 0.0)
             with self._lock:
@@ -725,41 +726,29 @@ def _freeze(model):
     return copy.deepcopy(model)
 
 
-@dataclass
-class _SnapshotLike:
-    """A snapshot built from a model's current state (end of fit, loaded model)."""
+def _snapshot_from_model(model, like=None) -> Snapshot:
+    """An engine Snapshot of a model's current state (end of fit, loaded model).
 
-    iteration: int
-    objective: float
-    grad_norm: float
-    elapsed: float
-    parameters: dict
-    X_mean: np.ndarray
-    X_variance: Any
-    relevance: np.ndarray
-    n_evaluations: int = 0
-    optimizer: str = ""
-
-    @classmethod
-    def from_model(cls, model, like=None):
-        try:
-            obj = float(model.objective())
-        except Exception:
-            obj = float(getattr(like, "objective", np.nan)) if like is not None else float("nan")
-        X_var = getattr(model, "X_variance", None)
-        try:
-            params = dict(model.snapshot_state().get("parameters", {}))
-        except Exception:
-            params = dict(getattr(like, "parameters", {}) or {})
-        return cls(
-            iteration=int(getattr(like, "iteration", 0)) if like is not None else 0,
-            objective=obj,
-            grad_norm=float(getattr(like, "grad_norm", np.nan)) if like is not None else float("nan"),
-            elapsed=float(getattr(like, "elapsed", 0.0)) if like is not None else 0.0,
-            parameters=params,
-            X_mean=np.array(model.X_mean, dtype=float, copy=True),
-            X_variance=None if X_var is None else np.array(X_var, dtype=float, copy=True),
-            relevance=np.array(model.relevance, dtype=float, copy=True),
-            n_evaluations=int(getattr(like, "n_evaluations", 0)) if like is not None else 0,
-            optimizer=str(getattr(like, "optimizer", "")) if like is not None else "",
-        )
+    Counters (iteration, elapsed, ...) come from ``like``, the last snapshot, if any.
+    """
+    try:
+        obj = float(model.objective())
+    except Exception:
+        obj = float(getattr(like, "objective", np.nan)) if like is not None else float("nan")
+    X_var = getattr(model, "X_variance", None)
+    try:
+        params = dict(model.snapshot_state().get("parameters", {}))
+    except Exception:
+        params = dict(getattr(like, "parameters", {}) or {})
+    return Snapshot(
+        iteration=int(getattr(like, "iteration", 0)) if like is not None else 0,
+        objective=obj,
+        grad_norm=float(getattr(like, "grad_norm", np.nan)) if like is not None else float("nan"),
+        elapsed=float(getattr(like, "elapsed", 0.0)) if like is not None else 0.0,
+        parameters=params,
+        X_mean=np.array(model.X_mean, dtype=float, copy=True),
+        X_variance=None if X_var is None else np.array(X_var, dtype=float, copy=True),
+        relevance=np.array(model.relevance, dtype=float, copy=True),
+        n_evaluations=int(getattr(like, "n_evaluations", 0)) if like is not None else 0,
+        optimizer=str(getattr(like, "optimizer", "")) if like is not None else "",
+    )
