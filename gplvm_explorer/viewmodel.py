@@ -45,6 +45,8 @@ from .session import (
     slice_dims,
 )
 
+#: The sample-picker entry that stands for the last uploaded file.
+UPLOADED_FILE = "uploaded-file"
 NO_LABEL = "(none)"
 
 #: Okabe & Ito's colour-blind-safe palette (black moved last).
@@ -195,7 +197,8 @@ class ExplorerState(param.Parameterized):
         except Exception as exc:  # pragma: no cover - data layer broken
             self.data_error = f"Could not list the bundled samples: {exc}"
         names = [s.name for s in self._samples]
-        self.param.sample.objects = names
+        self._quiet_sample = False
+        self.param.sample.objects = names + [UPLOADED_FILE]
         self.param.watch(self._on_sample, ["sample"])
         self.param.watch(self._on_prepare_option, ["standardize", "label_column"])
         self.param.watch(
@@ -216,12 +219,31 @@ class ExplorerState(param.Parameterized):
         return list(self._samples)
 
     def sample_titles(self) -> dict:
-        """Select-widget options: title -> name."""
-        return {getattr(s, "title", s.name) or s.name: s.name for s in self._samples}
+        """Select-widget options: title -> name (the last entry stands for the uploaded file)."""
+        titles = {getattr(s, "title", s.name) or s.name: s.name for s in self._samples}
+        titles["Your uploaded file"] = UPLOADED_FILE
+        return titles
+
+    def _select_sample_quietly(self, name):
+        """Show ``name`` in the sample picker without loading anything."""
+        self._quiet_sample = True
+        try:
+            self.sample = name
+        finally:
+            self._quiet_sample = False
 
     def _on_sample(self, event):
-        if event.new:
-            self.load_sample(event.new)
+        if self._quiet_sample or not event.new:
+            return
+        if event.new == UPLOADED_FILE:
+            if self._pending_upload is None:
+                self.data_error = "No file uploaded yet: choose one with the upload button below."
+                self._select_sample_quietly(event.old)
+            elif not self.load_upload(*self._pending_upload):
+                self._select_sample_quietly(event.old)
+            return
+        if not self.load_sample(event.new):
+            self._select_sample_quietly(event.old)
 
     def load_sample(self, name: str) -> bool:
         if self.training_active:
@@ -233,13 +255,11 @@ class ExplorerState(param.Parameterized):
             self.data_error = self._data_error_text(exc, f"sample {name!r}")
             return False
         self.data_source = "sample"
-        self._pending_upload = None
         with param.parameterized.discard_events(self):
             self.param.label_column.objects = [NO_LABEL]
             self.label_column = NO_LABEL
         if self.sample != name:
-            with param.parameterized.discard_events(self):
-                self.sample = name
+            self._select_sample_quietly(name)
         self._set_dataset(ds)
         return True
 
@@ -272,6 +292,7 @@ class ExplorerState(param.Parameterized):
         self._pending_upload = (content, filename)
         self.upload_name = filename
         self.data_source = "upload"
+        self._select_sample_quietly(UPLOADED_FILE)
         with param.parameterized.discard_events(self):
             self.param.label_column.objects = [NO_LABEL] + columns
             self.label_column = label if label is not None else NO_LABEL

@@ -139,3 +139,21 @@ def test_impossible_combination_is_adjusted_and_explained(vm):
         vm.num_inducing = vm.dataset.n + 1
     vm.num_inducing = vm.dataset.n
     assert vm.config_errors == []
+
+
+def test_sample_picker_names_the_uploaded_file_and_switches_back_to_it(vm):
+    from gplvm_explorer.viewmodel import UPLOADED_FILE
+
+    # before any upload, picking the "uploaded file" entry explains and keeps the data
+    before = vm.dataset
+    vm.sample = UPLOADED_FILE
+    assert "No file uploaded yet" in vm.data_error
+    assert vm.dataset is before and vm.sample == "rotating-glyph"
+    csv = "x,y,z,label\n" + "\n".join(f"{i},{i * i % 7},{(3 * i) % 5},{i % 2}" for i in range(12))
+    assert vm.load_upload(csv.encode(), "mine.csv"), vm.data_error
+    assert vm.sample == UPLOADED_FILE  # the picker no longer claims a bundled sample is loaded
+    uploaded_shape = vm.dataset.values.shape
+    vm.sample = "swiss-roll"
+    assert vm.dataset.name == "swiss-roll"
+    vm.sample = UPLOADED_FILE
+    assert vm.dataset.values.shape == uploaded_shape and vm.data_source == "upload"
