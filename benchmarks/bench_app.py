@@ -139,6 +139,8 @@ def main():
             lat = []
             misses = 0
             picks = rng.choice(len(xs), size=min(args.clicks, len(xs)), replace=False)
+            span_x = (max(xs) - min(xs)) or 1.0
+            span_y = (max(ys) - min(ys)) or 1.0
             for j in map(int, picks):
                 pos = page.evaluate("""([x, y]) => { const v = __gx.figure('Latent space');
                     const r = v.canvas_view.el.getBoundingClientRect();
@@ -151,8 +153,9 @@ def main():
                     # the text names the training point nearest the click: point j (or one on top of it)
                     now = page.get_by_text("Nearest training point #").all_inner_texts()
                     m = re.search(r"At x\d+ = (-?[\d.e+-]+), x\d+ = (-?[\d.e+-]+)", now[0]) if now else None
-                    if m and abs(float(m.group(1)) - xs[j]) < 1e-2 * (1 + abs(xs[j])) \
-                            and abs(float(m.group(2)) - ys[j]) < 1e-2 * (1 + abs(ys[j])):
+                    # within 1% of the data's span: a click lands on a whole pixel, not the exact coordinate
+                    if m and abs(float(m.group(1)) - xs[j]) < 1e-2 * span_x \
+                            and abs(float(m.group(2)) - ys[j]) < 1e-2 * span_y:
                         lat.append(time.perf_counter() - t)
                         break
                     time.sleep(0.005)

@@ -580,10 +580,8 @@ class MLP(Kernel):
 # constant and noise kernels
 
 
-class Bias(Kernel):
-    """Constant kernel: k(x, x') = variance."""
-
-    name = "bias"
+class _ConstantVariance(Kernel):
+    """Kernels with one scalar ``variance`` whose diagonal does not depend on x (Bias, White)."""
 
     def __init__(self, input_dim: int, variance=1.0):
         super().__init__(input_dim, variance=variance)
@@ -592,18 +590,9 @@ class Bias(Kernel):
     def _shapes(self):
         return {"variance": ()}
 
-    def K(self, X, X2=None):
-        X, X2 = self._inputs(X, X2)
-        n2 = X.shape[0] if X2 is None else X2.shape[0]
-        return np.full((X.shape[0], n2), self._scalar("variance"))
-
     def K_diag(self, X):
         X = _as_inputs(X, self.input_dim)
         return np.full(X.shape[0], self._scalar("variance"))
-
-    def grad_params(self, dL_dK, X, X2=None):
-        G, X, X2 = self._grad_inputs(dL_dK, X, X2)
-        return {"variance": float(np.sum(G))}
 
     def grad_params_diag(self, dL_dKdiag, X):
         g, X = self._diag_inputs(dL_dKdiag, X)
@@ -618,7 +607,22 @@ class Bias(Kernel):
         return np.zeros_like(X)
 
 
-class White(Kernel):
+class Bias(_ConstantVariance):
+    """Constant kernel: k(x, x') = variance."""
+
+    name = "bias"
+
+    def K(self, X, X2=None):
+        X, X2 = self._inputs(X, X2)
+        n2 = X.shape[0] if X2 is None else X2.shape[0]
+        return np.full((X.shape[0], n2), self._scalar("variance"))
+
+    def grad_params(self, dL_dK, X, X2=None):
+        G, X, X2 = self._grad_inputs(dL_dK, X, X2)
+        return {"variance": float(np.sum(G))}
+
+
+class White(_ConstantVariance):
     """White noise: K(X) = variance * I; K(X, X2) = 0.
 
     The cross-covariance K(X, X2) is zero whenever X2 is passed, even if X2
@@ -629,38 +633,15 @@ class White(Kernel):
 
     name = "white"
 
-    def __init__(self, input_dim: int, variance=1.0):
-        super().__init__(input_dim, variance=variance)
-
-    @property
-    def _shapes(self):
-        return {"variance": ()}
-
     def K(self, X, X2=None):
         X, X2 = self._inputs(X, X2)
         if X2 is None:
             return self._scalar("variance") * np.eye(X.shape[0])
         return np.zeros((X.shape[0], X2.shape[0]))
 
-    def K_diag(self, X):
-        X = _as_inputs(X, self.input_dim)
-        return np.full(X.shape[0], self._scalar("variance"))
-
     def grad_params(self, dL_dK, X, X2=None):
         G, X, X2 = self._grad_inputs(dL_dK, X, X2)
         return {"variance": float(np.trace(G)) if X2 is None else 0.0}
-
-    def grad_params_diag(self, dL_dKdiag, X):
-        g, X = self._diag_inputs(dL_dKdiag, X)
-        return {"variance": float(np.sum(g))}
-
-    def grad_X(self, dL_dK, X, X2=None):
-        G, X, X2 = self._grad_inputs(dL_dK, X, X2)
-        return np.zeros_like(X)
-
-    def grad_X_diag(self, dL_dKdiag, X):
-        g, X = self._diag_inputs(dL_dKdiag, X)
-        return np.zeros_like(X)
 
 
 # ----------------------------------------------------------------------------
