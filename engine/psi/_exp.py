@@ -1,11 +1,11 @@
 """A vectorisable ``exp`` for the psi-statistic loops.
 
 pip's llvmlite ships without SVML, so ``np.exp`` inside an ``njit`` loop is a
-scalar libm call and the loop around it does not vectorise.  ``_exp_inplace``
-is written so LLVM vectorises it: Cody-Waite range reduction
+scalar libm call and the loop around it does not vectorise.  :func:`_exp1`
+is written so that a loop calling it vectorises: Cody-Waite range reduction
 x = k ln2 + r with |r| <= ln2 / 2, a degree-13 Taylor polynomial for exp(r)
 (truncation error < 5e-18 relative) evaluated by Estrin's scheme, and 2**k
-built from its IEEE-754 bits in an int64 buffer.
+built from its IEEE-754 bits by a bitcast (no memory round trip).
 
 Accuracy: within a few ulp of libm (tests/engine/test_psi.py checks
 < 1e-15 relative) for x >= -708; for x < -708 it returns 0.0 (the true value
@@ -14,10 +14,7 @@ is below 3e-308; subnormals are flushed).  Arguments above 709 are clamped
 product of kernel values.  NaN inputs give unspecified finite output, so
 callers validate their inputs first.
 
-``_exp1`` is the same function for one scalar, meant to be inlined into a
-compiled loop (the psi-statistic loops call it on a row while the row is in
-L1): 2**k is an LLVM bitcast of the int64 bits, so no scratch buffer is
-needed and the calling loop still vectorises.
+The psi-statistic loops call ``_exp1`` on a row while the row is in L1.
 """
 import numpy as np
 from numba.core import types
@@ -66,10 +63,7 @@ def _bits_to_float(typingctx, bits):
 
 @njit(**_EXP_FLAGS)
 def _exp1(v):
-    """exp(v) of one float64, same algorithm and accuracy as :func:`_exp_inplace`.
-
-    Written for inlining: a loop over an array calling it vectorises (the
-    2**k factor is a bitcast, no memory round trip).
+    """exp(v) of one float64 (see the module docstring); inlined into the calling loop.
     """
     keep = v >= _XMIN
     v = min(max(v, _XMIN), _XMAX)
@@ -87,47 +81,11 @@ def _exp1(v):
     return p * _bits_to_float(bits if keep else np.int64(0))
 
 
-@njit(**_EXP_FLAGS)
-def _exp_inplace(x, ibuf, fbuf, n):
-    """x[:n] <- exp(x[:n]).
-
-    x: (>= n,) float64; ibuf: (>= n,) int64 scratch and fbuf = ibuf.view(float64)
-    (the same memory, passed twice because numba cannot bit-cast a scalar).
-    """
-    for i in range(n):
-        v = x[i]
-        keep = v >= _XMIN
-        v = min(max(v, _XMIN), _XMAX)
-        kf = np.floor(v * _LOG2E + 0.5)
-        r = (v - kf * _LN2_HI) - kf * _LN2_LO
-        r2 = r * r
-        r4 = r2 * r2
-        r8 = r4 * r4
-        b0 = (_C0 + _C1 * r) + (_C2 + _C3 * r) * r2
-        b1 = (_C4 + _C5 * r) + (_C6 + _C7 * r) * r2
-        b2 = (_C8 + _C9 * r) + (_C10 + _C11 * r) * r2
-        b3 = _C12 + _C13 * r
-        x[i] = (b0 + b1 * r4) + (b2 + b3 * r4) * r8
-        bits = (np.int64(kf) + 1023) << 52
-        ibuf[i] = bits if keep else 0
-    for i in range(n):
-        x[i] = x[i] * fbuf[i]
-
-
 @njit(**JIT)
 def _exp_array(x):
-    """exp of a 1-D float64 array (a copy); for tests and small callers."""
-    n = x.shape[0]
-    out = x.copy()
-    ibuf = np.empty(n, np.int64)
-    _exp_inplace(out, ibuf, ibuf.view(np.float64), n)
-    return out
-
-
-@njit(**JIT)
-def _exp1_array(x):
-    """exp of a 1-D float64 array through :func:`_exp1` (a copy); for tests."""
+    """exp of a 1-D float64 array through :func:`_exp1` (a copy); for tests and small callers."""
     out = np.empty_like(x)
     for i in range(x.shape[0]):
         out[i] = _exp1(x[i])
     return out
+
