@@ -4,24 +4,11 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-
-@dataclass(frozen=True)
-class FakeSnapshot:
-    iteration: int
-    objective: float
-    grad_norm: float
-    elapsed: float
-    parameters: dict
-    X_mean: np.ndarray
-    X_variance: np.ndarray | None
-    relevance: np.ndarray
-    n_evaluations: int = 0
-    optimizer: str = "fake"
+from engine.optimize import Snapshot
 
 
 class FakeModel:
@@ -88,8 +75,8 @@ class FakeModel:
             # an in-place update: a frozen copy must not see it
             self._free *= 0.99
             if callback is not None:
-                callback(FakeSnapshot(it, self.objective(), 1.0, time.perf_counter() - t0, {},
-                                      self.X_mean.copy(), None, self.relevance))
+                callback(Snapshot(it, self.objective(), 1.0, time.perf_counter() - t0, {},
+                                  self.X_mean.copy(), None, self.relevance, n_evaluations=it, optimizer="fake"))
             while pause is not None and pause.is_set() and not (stop is not None and stop.is_set()):
                 time.sleep(0.01)
         return None
