@@ -834,9 +834,13 @@ class ExplorerState(param.Parameterized):
         self.reconstruct_at(float(x), float(y))
 
     def reconstruct_at(self, x: float, y: float) -> Reconstruction | None:
-        """Predict the output at (x, y) of the slice on show."""
-        with self._batch():
-            return self._reconstruct_at(x, y)
+        """Predict the output at (x, y) of the slice on show.
+
+        Not wrapped in ``_batch``: a tap arrives inside HoloViews' own stream
+        callback, and holding and freezing the document there occasionally
+        kept the first reconstruction after Stop from ever reaching the browser.
+        """
+        return self._reconstruct_at(x, y)
 
     def _reconstruct_at(self, x: float, y: float) -> Reconstruction | None:
         predictor = self.session.predictor
