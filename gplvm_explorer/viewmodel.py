@@ -112,7 +112,7 @@ class ExplorerState(param.Parameterized):
     """All state of one explorer page."""
 
     # ---- data ---------------------------------------------------------------
-    sample = param.Selector(default=None, objects=[], doc="Bundled sample to load.")
+    sample = param.Selector(default=None, objects=[], doc="Bundled sample to load, or UPLOADED_FILE for the last uploaded file.")
     standardize = param.Boolean(default=False, doc="Scale every feature to zero mean, unit variance.")
     label_column = param.Selector(default=NO_LABEL, objects=[NO_LABEL], doc="Column with labels (uploads).")
     dataset = param.Parameter(default=None, doc="The current gplvm_explorer.data.Dataset.")

@@ -18,7 +18,7 @@ class DataPanel(pn.viewable.Viewer):
         super().__init__(**params)
         vm = self.vm
         self.sample_select = pn.widgets.Select(
-            label="Bundled sample", options=vm.sample_titles(), value=vm.sample, sizing_mode="stretch_width"
+            label="Data set (bundled sample or your file)", options=vm.sample_titles(), value=vm.sample, sizing_mode="stretch_width"
         )
         sync(self.sample_select, vm, "sample")
         self.file_input = pn.widgets.FileInput(
