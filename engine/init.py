@@ -54,6 +54,7 @@ import scipy.sparse.linalg
 from scipy.spatial.distance import cdist
 
 from .errors import ShapeError
+from .validation import real_matrix
 
 __all__ = [
     "METHODS",
@@ -126,7 +127,7 @@ def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
     TypeError
         ``latent_dim`` or ``n_neighbors`` is not an integer.
     """
-    Y = _check_data(Y)
+    Y = real_matrix(Y)
     Q = _check_positive_int(latent_dim, "latent_dim")
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(
@@ -157,7 +158,7 @@ def pca_variance_fractions(Y, latent_dim):
     start ARD lengthscales as GPy and the papers do: dimensions that PCA finds
     unimportant start (nearly) switched off.
     """
-    Y = _check_data(Y)
+    Y = real_matrix(Y)
     Q = _check_positive_int(latent_dim, "latent_dim")
     scores = _pca_scores(Y, Q)
     fractions = np.zeros(Q)
@@ -168,34 +169,6 @@ def pca_variance_fractions(Y, latent_dim):
 
 
 # ---------------------------------------------------------------- validation
-
-def _check_data(Y):
-    arr = np.asarray(Y)
-    if arr.dtype == bool or not (
-        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
-    ):
-        raise ShapeError(
-            f"Expected Y to be a real numeric array, got dtype {arr.dtype} instead."
-        )
-    if arr.ndim != 2:
-        raise ShapeError(
-            f"Expected Y to be 2-D with shape (N, D), got shape {arr.shape} "
-            f"instead. Reshape a single feature with Y.reshape(-1, 1)."
-        )
-    if arr.shape[0] < 2 or arr.shape[1] < 1:
-        raise ShapeError(
-            f"Expected Y with at least 2 rows and 1 column, got shape "
-            f"{arr.shape} instead."
-        )
-    arr = np.asarray(arr, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-        raise ShapeError(
-            f"Expected Y to be finite, got {bad} NaN or infinite value(s) "
-            f"instead. Remove or impute them first."
-        )
-    return arr
-
 
 def _check_positive_int(value, name):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from .errors import ShapeError
+from .validation import real_matrix
 
 __all__ = ["one_nn_errors", "one_nn_error_rate", "most_relevant_dims"]
 
@@ -45,7 +46,7 @@ def one_nn_errors(X, labels):
     int
         Number of misclassified points, in ``0 .. N``.
     """
-    X = _check_latents(X)
+    X = real_matrix(X, "X", "Q")
     labels = _check_labels(labels, X.shape[0])
     nearest = _nearest_other(X)
     return int(np.count_nonzero(labels[nearest] != labels))
@@ -53,7 +54,7 @@ def one_nn_errors(X, labels):
 
 def one_nn_error_rate(X, labels):
     """``one_nn_errors(X, labels) / N``, a float in [0, 1]."""
-    X = _check_latents(X)
+    X = real_matrix(X, "X", "Q")
     return one_nn_errors(X, labels) / X.shape[0]
 
 
@@ -111,25 +112,6 @@ def _nearest_other(X):
         d[np.arange(b - a), np.arange(a, b)] = np.inf
         out[a:b] = np.argmin(d, axis=1)          # first minimum = lowest index
     return out
-
-
-def _check_latents(X):
-    arr = np.asarray(X)
-    if arr.dtype == bool or not (
-        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
-    ):
-        raise ShapeError(
-            f"Expected X to be a real numeric array, got dtype {arr.dtype} instead."
-        )
-    if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 1:
-        raise ShapeError(
-            f"Expected X with shape (N, Q), N >= 2, Q >= 1, got shape "
-            f"{arr.shape} instead."
-        )
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ShapeError("Expected X to be finite, got NaN or infinite values instead.")
-    return arr
 
 
 def _check_labels(labels, N):

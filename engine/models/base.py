@@ -15,18 +15,7 @@ import numpy as np
 from .. import kernels as _kernels
 from ..errors import ShapeError
 from ..transforms import IDENTITY, POSITIVE, ParameterPacker, ParameterSpec
-
-
-def validate_outputs(Y) -> np.ndarray:
-    """Y as a finite (N, D) float64 array with N >= 2, or ShapeError."""
-    Y = np.asarray(Y, dtype=float)
-    if Y.ndim != 2:
-        raise ShapeError(f"Expected Y as a 2-D array (N points x D features), got {Y.ndim} dimensions instead.")
-    if Y.shape[0] < 2 or Y.shape[1] < 1:
-        raise ShapeError(f"Expected at least 2 rows and 1 column in Y, got shape {Y.shape} instead.")
-    if not np.all(np.isfinite(Y)):
-        raise ShapeError("Y contains NaN or infinite values; drop or impute them first.")
-    return np.ascontiguousarray(Y)
+from ..validation import real_matrix
 
 
 def validate_latent_dim(latent_dim) -> int:
@@ -57,7 +46,7 @@ class LatentVariableModel:
     objective_name = "log-likelihood"
 
     def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca"):
-        Y = validate_outputs(Y)
+        Y = real_matrix(Y)
         self.latent_dim = validate_latent_dim(latent_dim)
         self.Y_mean = Y.mean(axis=0)
         self.Y = np.ascontiguousarray(Y - self.Y_mean)
@@ -186,6 +175,14 @@ class LatentVariableModel:
     def X_variance(self):
         """Latent variances (N, Q) of a Bayesian model; None for point models."""
         return self.parameters.get("X_variance")
+
+    def _check_points(self, Xnew, name="Xnew"):
+        Xnew = np.atleast_2d(np.asarray(Xnew, dtype=float))
+        if Xnew.ndim != 2 or Xnew.shape[1] != self.latent_dim:
+            raise ShapeError(f"Expected {name} with {self.latent_dim} columns, got shape {Xnew.shape} instead.")
+        if not np.all(np.isfinite(Xnew)):
+            raise ShapeError(f"{name} contains NaN or infinite values.")
+        return np.ascontiguousarray(Xnew)
 
     # ---- objective --------------------------------------------------------------
     def _evaluate(self, values: dict):

@@ -75,14 +75,6 @@ class CollapsedModel(LatentVariableModel):
         """Factors of q(u) at the current parameters (cached until parameters change)."""
         return self._cached(lambda values: self._bound(values)[1].posterior)
 
-    def _check_points(self, Xnew, name="Xnew"):
-        Xnew = np.atleast_2d(np.asarray(Xnew, dtype=float))
-        if Xnew.ndim != 2 or Xnew.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected {name} with {self.latent_dim} columns, got shape {Xnew.shape} instead.")
-        if not np.all(np.isfinite(Xnew)):
-            raise ShapeError(f"{name} contains NaN or infinite values.")
-        return np.ascontiguousarray(Xnew)
-
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
         """Predictive mean and variance at latent points (paper section 4).
 

@@ -11,7 +11,6 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import blas
 
-from ..errors import ShapeError
 from ..linalg import chol_inverse, chol_solve, jitchol, logdet_from_chol, tri_solve
 from .base import LatentVariableModel, initial_X
 
@@ -100,9 +99,3 @@ class GPLVM(LatentVariableModel):
         if include_noise:
             var = var + post.noise_variance
         return mean, var
-
-    def _check_points(self, Xnew):
-        Xnew = np.atleast_2d(np.asarray(Xnew, dtype=float))
-        if Xnew.ndim != 2 or Xnew.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected latent points with {self.latent_dim} columns, got shape {Xnew.shape} instead.")
-        return np.ascontiguousarray(Xnew)
