@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..text import plain, quote
 from .errors import DataError
 
 MIN_ROWS = 3
@@ -53,13 +54,22 @@ def normalize_labels(labels, n: int) -> np.ndarray | None:
 class Dataset:
     """A data matrix ready for the engine, with labels and display metadata.
 
-    values        (N, D) float64, C-contiguous, finite; N >= 3, D >= 2.
+    values        (N, D) float64, C-contiguous; N >= 3, D >= 2. Entries are
+                  finite or NaN, and NaN means *missing* (`observed` is the
+                  mask of the others). A numpy masked array is accepted: its
+                  masked entries become NaN. Models that cannot handle
+                  missing values get a complete copy from
+                  ``prepare(ds, missing="drop-rows" | "impute-mean")``.
     labels        (N,) int64, str or float64 (continuous) array, or None.
     feature_names D column names.
     image_shape   (h, w) with h * w == D when each row is an image stored
                   row-major (row 0 at the top), else None.
-    warnings      human-readable notes about what loading/preparing changed.
+    warnings      plain-text notes about what loading/preparing changed
+                  (user strings in them are quoted, not escaped: escape them
+                  where they are rendered, see gplvm_explorer.text).
     mean, scale   set by standardisation: original = values * scale + mean.
+    imputed       (N, D) bool mask of the entries `prepare` filled in
+                  (missing="impute-mean"), else None.
     """
 
     values: np.ndarray
@@ -72,9 +82,19 @@ class Dataset:
     label_name: str | None = None
     mean: np.ndarray | None = None
     scale: np.ndarray | None = None
+    imputed: np.ndarray | None = None
 
     def __post_init__(self):
-        values = np.asarray(self.values)
+        values = self.values
+        if np.ma.isMaskedArray(values):
+            mask = np.ma.getmaskarray(values)
+            values = np.asarray(np.ma.getdata(values))
+            if mask.any():
+                if values.dtype.kind not in "biuf" or values.dtype.hasobject:
+                    raise DataError(f"Expected numeric values, got dtype {values.dtype} instead.")
+                values = values.astype(np.float64, copy=True)
+                values[mask] = np.nan
+        values = np.asarray(values)
         if values.dtype.hasobject or values.dtype.kind not in "biuf":
             raise DataError(f"Expected numeric values, got dtype {values.dtype} instead.")
         if values.ndim != 2:
@@ -91,11 +111,13 @@ class Dataset:
                 f"Need at least {MIN_COLS} numeric columns (features), got {d}. "
                 "A latent variable model reduces several features; a single column has nothing to reduce."
             )
-        if not np.all(np.isfinite(values)):
+        if np.isinf(values).any():
             raise DataError(
-                "Values must be finite: found NaN or infinite entries. "
-                "Drop or fill the rows with missing values first."
+                "Values must be finite: found infinite entries. Replace them with finite "
+                "numbers, or with NaN to mark them as missing."
             )
+        if np.isnan(values).all():
+            raise DataError("Every value is missing (NaN); there are no numbers to model.")
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "labels", normalize_labels(self.labels, n))
         names = self.feature_names
@@ -114,6 +136,11 @@ class Dataset:
                 )
             object.__setattr__(self, "image_shape", shape)
         object.__setattr__(self, "warnings", [str(w) for w in self.warnings])
+        if self.imputed is not None:
+            imp = np.asarray(self.imputed, dtype=bool)
+            if imp.shape != (n, d):
+                raise DataError(f"Expected an imputed mask of shape {(n, d)}, got {imp.shape} instead.")
+            object.__setattr__(self, "imputed", imp)
         for attr in ("mean", "scale"):
             vec = getattr(self, attr)
             if vec is not None:
@@ -133,6 +160,44 @@ class Dataset:
     @property
     def shape(self) -> tuple[int, int]:
         return self.values.shape
+
+    @property
+    def observed(self) -> np.ndarray:
+        """(N, D) bool: True where a value is present (the engine's ``observed=``)."""
+        return ~np.isnan(self.values)
+
+    @property
+    def missing_mask(self) -> np.ndarray:
+        """(N, D) bool: True where a value is missing (NaN in ``values``)."""
+        return np.isnan(self.values)
+
+    @property
+    def has_missing(self) -> bool:
+        return bool(np.isnan(self.values).any())
+
+    @property
+    def n_missing(self) -> int:
+        """Number of missing cells."""
+        return int(np.isnan(self.values).sum())
+
+    @property
+    def missing_counts(self) -> np.ndarray:
+        """(D,) int64: missing cells per column."""
+        return np.isnan(self.values).sum(axis=0).astype(np.int64)
+
+    def missing_by_column(self) -> list[tuple[str, int]]:
+        """(feature name, missing cells) for the columns that have any."""
+        counts = self.missing_counts
+        return [(self.feature_names[j], int(counts[j])) for j in np.nonzero(counts)[0]]
+
+    def missing_summary(self, limit: int = 6) -> str:
+        """Plain text such as "12 cells missing (3 in 'a', 9 in 'b') in 10 rows", or ""."""
+        if not self.has_missing:
+            return ""
+        per = [f"{c} in {quote(name, 40)}" for name, c in self.missing_by_column()]
+        shown = ", ".join(per[:limit]) + (f", ... ({len(per)} columns)" if len(per) > limit else "")
+        rows = int(np.isnan(self.values).any(axis=1).sum())
+        return f"{self.n_missing} cell(s) missing ({shown}) in {rows} row(s)"
 
     @property
     def label_classes(self) -> np.ndarray | None:
@@ -166,25 +231,31 @@ class Dataset:
             warnings=list(self.warnings),
             mean=None if self.mean is None else self.mean.copy(),
             scale=None if self.scale is None else self.scale.copy(),
+            imputed=None if self.imputed is None else self.imputed.copy(),
         )
 
     def summary(self) -> str:
-        parts = [f"{self.name}: N={self.n} rows, D={self.d} features"]
+        """One line of plain text (user strings quoted, not escaped)."""
+        parts = [f"{plain(self.name, 80)}: N={self.n} rows, D={self.d} features"]
         if self.labels is None:
             parts.append("no labels")
         else:
-            what = f"labels '{self.label_name}'" if self.label_name else "labels"
+            what = f"labels {quote(self.label_name, 40)}" if self.label_name else "labels"
             if self.labels_continuous:
                 parts.append(
                     f"{what}: continuous, {self.labels.min():.4g} to {self.labels.max():.4g}"
                 )
             else:
                 classes = self.label_classes
-                shown = ", ".join(str(c) for c in classes[:10])
+                shown = ", ".join(plain(c, 30) for c in classes[:10])
                 more = ", ..." if len(classes) > 10 else ""
                 parts.append(f"{what}: {len(classes)} classes ({shown}{more})")
         if self.image_shape is not None:
             parts.append(f"images {self.image_shape[0]}x{self.image_shape[1]}")
+        if self.has_missing:
+            parts.append(self.missing_summary())
+        if self.imputed is not None and self.imputed.any():
+            parts.append(f"{int(self.imputed.sum())} missing cell(s) filled with column means")
         if self.scale is not None:
             parts.append("standardised")
         return "; ".join(parts)

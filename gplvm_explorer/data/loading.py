@@ -5,12 +5,35 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..text import plain, quote
 from .dataset import Dataset
 from .errors import DataError
 from .npfile import NPY_MAGIC, ZIP_MAGIC, parse_npy, parse_npz
 from .prepare import prepare
 from .textfile import decode_text, parse_text, read_header
 from .validation import Limits, finish
+
+CLI_HINT = "gplvm-explorer FILE"
+
+
+def _mb(n: int) -> str:
+    """Bytes as MB (or kB below 1 MB), binary units, one decimal at most."""
+    value, unit = (n / 2**20, "MB") if n >= 2**20 else (n / 2**10, "kB")
+    return f"{value:.1f}".rstrip("0").rstrip(".") + " " + unit
+
+
+def too_big_message(size: int, limit: int, *, upload: bool = True) -> str:
+    """The message for a file over the size limit: the limit and what to do."""
+    if not upload:
+        return (
+            f"The file is {_mb(size)}, more than the {_mb(limit)} limit. Use a smaller file "
+            "(e.g. a random subset of the rows)."
+        )
+    return (
+        f"The file is {_mb(size)}, more than the {_mb(limit)} upload limit. Use a smaller "
+        "file (e.g. a random subset of the rows), or start the app with the file on the "
+        f"command line ({CLI_HINT}): it is then read from disk, not uploaded."
+    )
 
 TEXT_FORMATS = ("csv", "tsv", "txt")
 FORMATS = TEXT_FORMATS + ("npy", "npz")
@@ -21,9 +44,9 @@ def _format(filename: str | None, data: bytes) -> str:
         ext = Path(str(filename)).suffix.lower().lstrip(".")
         if ext in FORMATS:
             return ext
-        shown = f"'.{ext}'" if ext else "no extension"
+        shown = quote("." + ext, 20) if ext else "no extension"
         raise DataError(
-            f"Unsupported file type ({shown}) for '{Path(str(filename)).name}'. "
+            f"Unsupported file type ({shown}) for {quote(Path(str(filename)).name)}. "
             "Use CSV, TSV, TXT, NPY or NPZ (from a spreadsheet, save as CSV)."
         )
     if data.startswith(NPY_MAGIC):
@@ -45,25 +68,22 @@ def _read_source(source, filename: str | None, limits: Limits, head: int | None 
         try:
             size = path.stat().st_size
             if not path.is_file():
-                raise DataError(f"'{path.name}' is not a file. Choose a CSV, TSV, NPY or NPZ file.")
+                raise DataError(f"{quote(path.name)} is not a file. Choose a CSV, TSV, NPY or NPZ file.")
             if size <= limits.max_bytes:
                 with open(path, "rb") as fh:
                     data = fh.read(head if head is not None else limits.max_bytes + 1)
         except FileNotFoundError:
-            raise DataError(f"File not found: '{path.name}'. Check the path.") from None
+            raise DataError(f"File not found: {quote(path.name)}. Check the path.") from None
         except PermissionError:
-            raise DataError(f"Cannot read '{path.name}': permission denied.") from None
+            raise DataError(f"Cannot read {quote(path.name)}: permission denied.") from None
         except OSError as exc:
-            raise DataError(f"Cannot read '{path.name}': {exc.strerror or exc}.") from None
+            raise DataError(f"Cannot read {quote(path.name)}: {plain(exc.strerror or exc)}.") from None
     else:
         raise DataError(
             f"Expected a file path or bytes, got {type(source).__name__} instead."
         )
     if size > limits.max_bytes:
-        raise DataError(
-            f"The file is {size / 1e6:.1f} MB, more than the {limits.max_bytes / 1e6:.1f} MB limit. "
-            "Use a smaller file (e.g. a random subset of the rows) or raise Limits.max_bytes."
-        )
+        raise DataError(too_big_message(size, limits.max_bytes, upload=limits.upload))
     if size == 0 or not data.strip():
         raise DataError("The file is empty. Choose a file with rows of numbers.")
     return data, filename
@@ -76,12 +96,13 @@ def load_file(
     label_column: str | int | None = None,
     standardize: bool = False,
     drop_constant: bool = True,
-    drop_missing_rows: bool = True,
+    missing: str = "keep",
     max_rows: int | None = None,
     seed: int = 0,
     header: bool | None = None,
     image_shape: tuple[int, int] | None = None,
     limits: Limits | None = None,
+    drop_missing_rows: bool | None = None,
 ) -> Dataset:
     """Load a user file (path or bytes) into a validated `Dataset`.
 
@@ -89,9 +110,14 @@ def load_file(
     for a path, its own name); bytes without a filename are sniffed.
     ``label_column`` (name or 0-based index, text files only) is split off as
     labels; ``header`` forces header detection on/off; ``image_shape`` marks
-    rows as (h, w) images. The remaining options are applied by `prepare`.
-    Every failure raises `DataError`.
+    rows as (h, w) images. The remaining options are applied by `prepare`;
+    by default rows with missing cells are kept (NaN, reported per column);
+    ``missing="drop-rows"`` or ``"impute-mean"`` give a complete matrix
+    (``drop_missing_rows=True`` is the older spelling of "drop-rows").
+    Every failure raises `DataError`; its message is plain text.
     """
+    if drop_missing_rows is not None:
+        missing = "drop-rows" if drop_missing_rows else "keep"
     limits = Limits() if limits is None else limits
     data, filename = _read_source(source, filename, limits)
     fmt = _format(filename, data)
@@ -106,12 +132,11 @@ def load_file(
         raw = parse_npy(data, limits=limits) if fmt == "npy" else parse_npz(data, limits=limits)
     if image_shape is not None:
         raw.image_shape = tuple(image_shape)
-    name = Path(str(filename)).name if filename else "uploaded data"
+    name = plain(Path(str(filename)).name, 120) if filename else "uploaded data"
     dataset = finish(
         raw,
         name=name,
-        description=f"Loaded from {name} ({fmt.upper()})",
-        drop_missing_rows=drop_missing_rows,
+        description=f"Loaded from {quote(name, 120)} ({fmt.upper()})",
     )
     return prepare(
         dataset,
@@ -119,6 +144,7 @@ def load_file(
         drop_constant=drop_constant,
         max_rows=max_rows,
         seed=seed,
+        missing=missing,
     )
 
 
@@ -135,7 +161,7 @@ def csv_columns(
     fmt = _format(filename, data)
     if fmt not in TEXT_FORMATS:
         return []
-    text, _ = decode_text(data[: 1 << 16])
+    text, _ = decode_text(data[: 1 << 16], partial=len(data) > 1 << 16)
     if len(data) > 1 << 16:  # drop a possibly cut last line
         text = text.rsplit("\n", 1)[0] if "\n" in text else text
     return read_header(text, fmt, header)

@@ -16,6 +16,7 @@ import zlib
 
 import numpy as np
 
+from ..text import plain, quote
 from .errors import DataError
 from .validation import Limits, RawTable
 
@@ -133,7 +134,12 @@ def parse_npy(data: bytes, *, limits: Limits) -> RawTable:
 
 
 def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
-    """NPZ with arrays Y, optional labels, image_shape, feature_names."""
+    """NPZ with arrays Y, optional labels, image_shape, feature_names and mask.
+
+    ``mask`` (bool, Y's shape, True = missing, numpy.ma's convention) marks
+    missing cells; NaN in Y marks them too. ``np.savez`` of a masked array
+    keeps only its data, so save ``Y=m.filled(np.nan)`` or ``mask=m.mask``.
+    """
     if not data.startswith(ZIP_MAGIC):
         raise DataError(
             "The file is not an NPZ archive (it does not start with the zip signature). "
@@ -143,7 +149,9 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = {i.filename: i for i in zf.infolist()}
     except _CORRUPT as exc:
-        raise DataError(f"The NPZ archive is corrupt ({exc}). Save it again with np.savez.") from None
+        raise DataError(
+            f"The NPZ archive is corrupt ({plain(exc, 120)}). Save it again with np.savez."
+        ) from None
     arrays = {n[:-4]: i for n, i in infos.items() if n.endswith(".npy")}
     if not arrays:
         raise DataError(
@@ -154,17 +162,18 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
         key = "Y"
     elif len(arrays) == 1:
         key = next(iter(arrays))
-        warnings.append(f"Used the only array in the NPZ, '{key}', as the data Y")
+        warnings.append(f"Used the only array in the NPZ, {quote(key, 40)}, as the data Y")
     else:
         raise DataError(
-            "The NPZ archive has no array named 'Y'. Found: " + ", ".join(sorted(arrays)[:20])
+            "The NPZ archive has no array named 'Y'. Found: "
+            + ", ".join(quote(a, 40) for a in sorted(arrays)[:20])
             + ". Save the data as np.savez(path, Y=data, labels=labels)."
         )
     member_limit = 16 * limits.max_values + 65536
 
     def load(name: str, allow_text: bool) -> np.ndarray:
         info = arrays[name]
-        what = f"Array '{name}' in the NPZ"
+        what = f"Array {quote(name, 40)} in the NPZ"
         if info.file_size > member_limit:
             raise DataError(
                 f"{what} expands to {info.file_size:,} bytes, more than the limit. "
@@ -174,13 +183,13 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
             with zf.open(info) as fh:
                 raw = fh.read(member_limit + 1)
         except _CORRUPT as exc:
-            raise DataError(f"{what} is corrupt ({exc}). Save the file again with np.savez.") from None
+            raise DataError(f"{what} is corrupt ({plain(exc, 120)}). Save the file again with np.savez.") from None
         return read_npy(raw, what=what, limits=limits, allow_text=allow_text)
 
     arr = load(key, allow_text=False)
     if arr.ndim >= 2:
         limits.check_shape(arr.shape[0], int(np.prod(arr.shape[1:])))
-    values, image_shape = _matrix(arr, f"Array '{key}' in the NPZ")
+    values, image_shape = _matrix(arr, f"Array {quote(key, 40)} in the NPZ")
     n, d = values.shape
 
     labels = None
@@ -209,6 +218,19 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
             )
         image_shape = (h, w)
 
+    if "mask" in arrays:
+        mask = load("mask", allow_text=False)
+        if mask.shape != arr.shape or mask.dtype.kind not in "biu":
+            raise DataError(
+                f"Array 'mask' in the NPZ must be a boolean array of Y's shape {arr.shape} "
+                f"(True = missing, as in numpy.ma); got shape {mask.shape} and dtype {mask.dtype}."
+            )
+        mask = mask.reshape(values.shape).astype(bool)
+        if mask.any():
+            values = values.copy()
+            values[mask] = np.nan
+            warnings.append(f"{int(mask.sum())} cell(s) marked missing by the NPZ's 'mask' array")
+
     names = [f"x{j + 1}" for j in range(d)]
     if "feature_names" in arrays:
         fn = load("feature_names", allow_text=True)
@@ -221,9 +243,9 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
         if len(set(names)) != len(names):
             raise DataError("Array 'feature_names' in the NPZ has repeated names; make them unique.")
 
-    extra = sorted(set(arrays) - {key, "labels", "image_shape", "feature_names"})
+    extra = sorted(set(arrays) - {key, "labels", "image_shape", "feature_names", "mask"})
     if extra:
-        warnings.append("Ignored NPZ array(s): " + ", ".join(extra[:10]))
+        warnings.append("Ignored NPZ array(s): " + ", ".join(quote(a, 40) for a in extra[:10]))
     return RawTable(
         values=values,
         feature_names=names,

@@ -4,22 +4,98 @@ standardise. Used by both `load_file` and `load_sample`.
 
 from __future__ import annotations
 
+import warnings as _warnings
+
 import numpy as np
 
+from ..text import quote
 from .dataset import MIN_ROWS, Dataset
 from .errors import DataError
 
 
+MISSING_MODES = ("keep", "drop-rows", "impute-mean")
+MIN_ABS = 1e-150  # smaller magnitudes underflow when squared (variances, kernels)
+
+
 def _names(names, limit=8):
-    shown = ", ".join(names[:limit])
+    shown = ", ".join(quote(s, 40) for s in names[:limit])
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
+def column_scale(values: np.ndarray) -> np.ndarray:
+    """(D,) largest absolute observed value per column (0 for an all-zero column)."""
+    with np.errstate(invalid="ignore"), _warnings.catch_warnings():
+        _warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        scale = np.nanmax(np.abs(values), axis=0) if values.size else np.zeros(values.shape[1])
+    return np.nan_to_num(scale, nan=0.0)
+
+
+def column_mean_std(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and standard deviation of the observed values.
+
+    Computed on each column divided by its own largest magnitude, then scaled
+    back, so that columns of tiny (1e-300) or huge magnitude neither
+    underflow nor overflow when squared.
+    """
+    scale = column_scale(values)
+    safe = np.where(scale > 0, scale, 1.0)
+    unit = values / safe
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore", RuntimeWarning)
+        mu = np.nanmean(unit, axis=0)
+        sd = np.nanstd(unit, axis=0)
+    return np.nan_to_num(mu) * safe, np.nan_to_num(sd) * safe
+
+
 def constant_columns(values: np.ndarray) -> np.ndarray:
-    """Boolean (D,) mask of columns whose spread is zero (relative to their size)."""
-    std = values.std(axis=0)
-    size = np.abs(values).max(axis=0)
-    return std <= 1e-12 * size
+    """Boolean (D,) mask of columns whose observed values do not vary.
+
+    Constancy is relative to the column's own scale: a column is constant
+    when its spread is below 1e-12 of its largest magnitude (an all-zero
+    column, a column with a single observed value, or a column repeating one
+    number). Values all around 1e-300 that differ from each other are
+    *not* constant.
+    """
+    scale = column_scale(values)
+    safe = np.where(scale > 0, scale, 1.0)
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore", RuntimeWarning)
+        sd = np.nan_to_num(np.nanstd(values / safe, axis=0))
+    return (scale == 0) | (sd <= 1e-12)
+
+
+def tiny_columns(values: np.ndarray) -> np.ndarray:
+    """Boolean (D,) mask of non-zero columns whose every value is below MIN_ABS in size."""
+    scale = column_scale(values)
+    return (scale > 0) & (scale < MIN_ABS)
+
+
+def _handle_missing(values, labels, imputed, missing: str, warnings_out: list[str]):
+    nan = np.isnan(values)
+    if not nan.any() or missing == "keep":
+        return values, labels, imputed, None
+    if missing == "drop-rows":
+        bad = nan.any(axis=1)
+        n_bad = int(bad.sum())
+        left = values.shape[0] - n_bad
+        if left < MIN_ROWS:
+            raise DataError(
+                f"Only {left} of {values.shape[0]} row(s) have no missing value; at least "
+                f"{MIN_ROWS} complete rows are needed to drop the others. Fill the missing "
+                "values with the column means instead, or use a model that handles missing values."
+            )
+        warnings_out.append(f"Dropped {n_bad} row(s) with missing values ({left} complete rows left)")
+        keep = ~bad
+        return (values[keep], None if labels is None else labels[keep],
+                None if imputed is None else imputed[keep], keep)
+    # impute-mean
+    mu, _ = column_mean_std(values)
+    filled = np.where(nan, mu, values)
+    warnings_out.append(
+        f"Filled {int(nan.sum())} missing cell(s) with their column means"
+    )
+    imputed = nan if imputed is None else (imputed | nan)
+    return filled, labels, imputed, None
 
 
 def check_seed(seed) -> int:
@@ -35,12 +111,28 @@ def prepare(
     drop_constant: bool = True,
     max_rows: int | None = None,
     seed: int = 0,
+    missing: str = "keep",
 ) -> Dataset:
     """Return a new `Dataset` with the options applied (the input is untouched).
 
     Steps, in order: keep at most ``max_rows`` rows (a seeded random subset,
-    original order kept); drop constant columns (``drop_constant``); scale
-    each column to zero mean and unit variance (``standardize``).
+    original order kept); deal with missing values (``missing``); drop
+    constant columns (``drop_constant``); scale each column to zero mean and
+    unit variance (``standardize``, from the observed values; missing cells
+    stay NaN).
+
+    ``missing`` is one of `MISSING_MODES`:
+      "keep"         missing cells stay NaN (for models that handle them);
+      "drop-rows"    rows with any missing cell are removed (refused when
+                     fewer than 3 complete rows would be left);
+      "impute-mean"  missing cells get their column's mean; the filled cells
+                     are marked in ``Dataset.imputed``.
+
+    Constancy is judged relative to each column's own magnitude, so data all
+    around 1e-300 is modelled (after standardising). Without
+    ``standardize``, columns whose values are all smaller than 1e-150 in size
+    are refused, naming them: their squares underflow, so the model could not
+    see them vary.
 
     Image data keep their constant pixels (dropping them would break the
     image shape); standardising leaves those pixels at 0.  Without
@@ -49,12 +141,17 @@ def prepare(
     to one that was already prepared, or the notes accumulate.
     """
     seed = check_seed(seed)
+    if missing not in MISSING_MODES:
+        raise DataError(
+            f"Expected missing to be one of {', '.join(MISSING_MODES)}, got {missing!r} instead."
+        )
     values = dataset.values
     labels = dataset.labels
     names = list(dataset.feature_names)
     warnings = list(dataset.warnings)
     image_shape = dataset.image_shape
     mean, scale = dataset.mean, dataset.scale
+    imputed = dataset.imputed
     changed = False
 
     if max_rows is not None:
@@ -72,7 +169,12 @@ def prepare(
             )
             values = values[keep]
             labels = None if labels is None else labels[keep]
+            imputed = None if imputed is None else imputed[keep]
             changed = True
+
+    before = values
+    values, labels, imputed, _ = _handle_missing(values, labels, imputed, missing, warnings)
+    changed |= values is not before
 
     const = constant_columns(values)
     if const.any():
@@ -92,6 +194,8 @@ def prepare(
                 )
             values = values[:, ~const]
             names = [s for s, c in zip(names, const) if not c]
+            if imputed is not None:
+                imputed = imputed[:, ~const]
             if mean is not None:
                 mean, scale = mean[~const], scale[~const]
             warnings.append(f"Dropped {len(const_names)} constant column(s): {_names(const_names)}")
@@ -104,10 +208,21 @@ def prepare(
                 "columns, or turn standardising off."
             )
 
+    if not standardize:
+        tiny = tiny_columns(values)
+        if tiny.any():
+            tiny_names = [s for s, t in zip(names, tiny) if t]
+            biggest = float(column_scale(values)[tiny].max())
+            raise DataError(
+                f"Column(s) {_names(tiny_names)} hold only values smaller than {MIN_ABS:.0e} in size "
+                f"(the largest is {biggest:.3g}): squared, they underflow to zero, so a model "
+                "cannot see them vary. Turn on standardising (each column is rescaled by its "
+                "own spread), or change the column's units."
+            )
+
     if standardize:
-        mu = values.mean(axis=0)
-        sd = values.std(axis=0)
-        sd = np.where(const, 1.0, sd)
+        mu, sd = column_mean_std(values)
+        sd = np.where(const | (sd == 0), 1.0, sd)
         values = (values - mu) / sd
         if mean is not None:  # compose with an earlier standardisation
             mu, sd = mean + scale * mu, scale * sd
@@ -125,4 +240,5 @@ def prepare(
         warnings=warnings,
         mean=mean,
         scale=scale,
+        imputed=imputed,
     )

@@ -7,12 +7,14 @@ missing-value markers (NA, NaN, null, ?, ...) become NaN for `finish`.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
 
 import numpy as np
 
+from ..text import plain, quote
 from .errors import DataError
 from .validation import Limits, RawTable
 
@@ -21,19 +23,81 @@ _DECIMAL_COMMA = re.compile(r"^[-+]?\d+,\d+$")
 _SNIFF_LINES = 50
 
 
-def decode_text(data: bytes) -> tuple[str, list[str]]:
-    """Bytes -> text, refusing binary content. Returns (text, warnings)."""
+# Byte-order marks, longest first (the UTF-32 LE mark starts with UTF-16 LE's).
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32 LE"),
+    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32 BE"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16 LE"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16 BE"),
+)
+
+
+def detect_encoding(data: bytes) -> tuple[str | None, int, str]:
+    """(codec, bytes to skip, display name) from a byte-order mark.
+
+    Without a mark, text that is plainly UTF-16 or UTF-32 (ASCII-range
+    characters, so every second or every 2nd-4th byte is NUL) is recognised
+    from the first 4 kB; otherwise the codec is None (UTF-8, else Latin-1).
+    """
+    for bom, codec, label in BOMS:
+        if data.startswith(bom):
+            return codec, len(bom), label
+    head = data[:4096]
+    n = len(head)
+    if n >= 8 and b"\x00" in head:
+        for width, order in ((4, "le"), (4, "be"), (2, "le"), (2, "be")):
+            m = n - n % width
+            if m < 8:
+                continue
+            cells = [head[i:i + width] for i in range(0, m, width)]
+            if order == "le":
+                ok = sum(c[0] != 0 and not any(c[1:]) for c in cells)
+            else:
+                ok = sum(c[-1] != 0 and not any(c[:-1]) for c in cells)
+            if ok >= 0.9 * len(cells):
+                label = f"UTF-{8 * width} {order.upper()}"
+                return f"utf-{8 * width}-{order}", 0, label
+    return None, 0, "UTF-8"
+
+
+def decode_text(data: bytes, *, partial: bool = False) -> tuple[str, list[str]]:
+    """Bytes -> text, refusing binary content. Returns (text, warnings).
+
+    The encoding comes from a byte-order mark (UTF-8, UTF-16 LE/BE,
+    UTF-32 LE/BE; see `detect_encoding`); without one, UTF-8 is tried and
+    Latin-1 is the fallback. ``partial``: ``data`` is the head of a longer
+    file, so an incomplete character at its end is dropped.
+    """
     warnings: list[str] = []
-    if b"\x00" in data[:65536]:
+    codec, skip, label = detect_encoding(data)
+    body = data[skip:]
+    if codec is not None:
+        try:
+            text = codecs.getincrementaldecoder(codec)(errors="strict").decode(body, final=not partial)
+        except UnicodeDecodeError as exc:
+            raise DataError(
+                f"The file starts like {label} text but is not valid {label} "
+                f"(bad bytes at offset {exc.start + skip}). Save it again as UTF-8 CSV."
+            ) from None
+        if not skip:
+            warnings.append(f"The file has no byte-order mark; it was read as {label}")
+    else:
+        if b"\x00" in data[:65536]:
+            raise DataError(
+                "This looks like a binary file, not text (it contains NUL bytes). "
+                "Upload a CSV/TSV text file, or an NPY/NPZ file with the matching extension."
+            )
+        try:
+            text = codecs.getincrementaldecoder("utf-8")(errors="strict").decode(body, final=not partial)
+        except UnicodeDecodeError:
+            text = body.decode("latin-1")
+            warnings.append("The file is not valid UTF-8; it was read as Latin-1")
+    if "\x00" in text[:65536]:
         raise DataError(
-            "This looks like a binary file, not text (it contains NUL bytes). "
+            "This looks like a binary file, not text (it contains NUL characters). "
             "Upload a CSV/TSV text file, or an NPY/NPZ file with the matching extension."
         )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
-        warnings.append("The file is not valid UTF-8; it was read as Latin-1")
     sample = text[:65536]
     if sample:
         controls = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\r\n\f\v") or 0x7F <= ord(ch) < 0xA0)
@@ -163,7 +227,7 @@ def _iter_rows(text: str, delimiter: str | None):
             yield reader.line_num, row
     except csv.Error as exc:
         raise DataError(
-            f"Could not parse the file near line {reader.line_num}: {exc}. "
+            f"Could not parse the file near line {reader.line_num}: {plain(exc, 120)}. "
             "Check for an unclosed quote (\") or a stray delimiter."
         ) from None
 
@@ -225,10 +289,12 @@ def _resolve_label(label_column, names: list[str]) -> int:
         if key in folded:
             return folded.index(key)
         raise DataError(
-            f"Label column '{label_column}' not found. Columns in the file: "
-            + ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
+            f"Label column {quote(label_column)} not found. Columns in the file: "
+            + ", ".join(quote(s, 40) for s in names[:30]) + (", ..." if len(names) > 30 else "")
         )
-    raise DataError(f"Expected a column name or index as label_column, got {label_column!r} instead.")
+    raise DataError(
+        f"Expected a column name or index as label_column, got {plain(repr(label_column), 60)} instead."
+    )
 
 
 def parse_text(
@@ -299,18 +365,16 @@ def parse_text(
             continue
         col, bad = _to_float(list(cells))
         if bad:
-            example = cells[bad[0]].strip()
-            if len(example) > 40:
-                example = example[:37] + "..."
+            example = quote(cells[bad[0]], 40)
             decimal_comma |= any(_DECIMAL_COMMA.match(cells[i].strip()) for i in bad[:20])
             n_num = len(cells) - int(np.isnan(col).sum())
             if n_num == 0 or len(bad) > n_num:
                 hint = " (use it as the label column?)" if label_idx is None else ""
-                warnings.append(f"Excluded non-numeric column '{name}'{hint}")
+                warnings.append(f"Excluded non-numeric column {quote(name, 40)}{hint}")
             else:
                 warnings.append(
-                    f"Excluded column '{name}': {len(bad)} of {len(cells)} values are not numbers "
-                    f"(e.g. '{example}'); fix them or leave the cells empty to mark them missing"
+                    f"Excluded column {quote(name, 40)}: {len(bad)} of {len(cells)} values are not numbers "
+                    f"(e.g. {example}); fix them or leave the cells empty to mark them missing"
                 )
             continue
         keep_values.append(col)
@@ -328,7 +392,7 @@ def parse_text(
         excluded = [w for w in warnings if w.startswith("Excluded")]
         extra = (" " + "; ".join(excluded) + ".") if excluded else ""
         raise DataError(
-            f"Only one numeric column ('{keep_names[0]}') was found; a latent variable model "
+            f"Only one numeric column ({quote(keep_names[0], 40)}) was found; a latent variable model "
             "needs at least 2 features. Add feature columns, or check the delimiter "
             f"(detected: {delimiter_label(delim)}).{extra}"
         )

@@ -1,8 +1,9 @@
 """Limits on user files and the step from a parsed table to a `Dataset`.
 
 Parsers produce a `RawTable` (values may contain NaN for missing entries);
-`finish` reports missing values, drops the affected rows (or refuses) and
-builds the validated `Dataset`.
+`finish` reports missing values per column, keeps the rows that have them
+(NaN marks a missing cell) and builds the validated `Dataset`. What a model
+that cannot use missing values does with them is `prepare`'s job.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dataset import MIN_ROWS, Dataset
+from ..text import quote
 from .errors import DataError
 
 MAX_ABS = 1e150  # larger magnitudes overflow in variances and kernels
@@ -26,12 +28,16 @@ class Limits:
     max_cols    most columns a file may have.
     max_values  most numbers (rows x columns) an NPY/NPZ array may hold;
                 also bounds what a compressed NPZ may expand to.
+    upload      True when the bytes came through the browser: a file over
+                max_bytes is then refused with a hint to pass it on the
+                command line instead.
     """
 
     max_bytes: int = 20 * 1024 * 1024
     max_rows: int = 100_000
     max_cols: int = 10_000
     max_values: int = 10_000_000
+    upload: bool = True
 
     def check_shape(self, n_rows: int, n_cols: int) -> None:
         if n_rows > self.max_rows:
@@ -68,8 +74,12 @@ def _names(names: list[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def finish(raw: RawTable, *, name: str, description: str, drop_missing_rows: bool) -> Dataset:
-    """Validate a parsed table and build the `Dataset` (see module doc)."""
+def finish(raw: RawTable, *, name: str, description: str) -> Dataset:
+    """Validate a parsed table and build the `Dataset` (see module doc).
+
+    Missing entries stay NaN in the Dataset and are reported per column;
+    columns and rows with no value at all are dropped (with a note).
+    """
     values = np.asarray(raw.values, dtype=np.float64)
     names = list(raw.feature_names)
     warnings = list(raw.warnings)
@@ -82,7 +92,7 @@ def finish(raw: RawTable, *, name: str, description: str, drop_missing_rows: boo
         raise DataError("The file contains no numeric data. Check that it has rows of numbers.")
     if np.isinf(values).any():
         rows, cols = np.nonzero(np.isinf(values))
-        bad = sorted({names[c] for c in cols})
+        bad = [quote(names[c], 40) for c in sorted(set(cols.tolist()))]
         raise DataError(
             f"Infinite values found in column(s) {_names(bad)} (first at data row {rows[0] + 1}). "
             "Replace them with finite numbers, or leave the cells empty to mark them as missing."
@@ -92,7 +102,7 @@ def finish(raw: RawTable, *, name: str, description: str, drop_missing_rows: boo
     if huge.any():
         rows, cols = np.nonzero(huge)
         raise DataError(
-            f"Values as large as {np.nanmax(np.abs(values)):.3g} in column '{names[cols[0]]}' "
+            f"Values as large as {np.nanmax(np.abs(values)):.3g} in column {quote(names[cols[0]], 40)} "
             f"(data row {rows[0] + 1}) cannot be modelled: their squares overflow. "
             "Rescale the column (e.g. change its units)."
         )
@@ -104,7 +114,7 @@ def finish(raw: RawTable, *, name: str, description: str, drop_missing_rows: boo
         )
     empty_cols = np.nonzero(missing.all(axis=0))[0]
     if len(empty_cols):
-        dropped = [names[c] for c in empty_cols]
+        dropped = [quote(names[c], 40) for c in empty_cols]
         keep = ~missing.all(axis=0)
         values, missing = values[:, keep], missing[:, keep]
         names = [s for s, k in zip(names, keep) if k]
@@ -112,35 +122,28 @@ def finish(raw: RawTable, *, name: str, description: str, drop_missing_rows: boo
         if image_shape is not None:
             image_shape = None
             warnings.append("Images disabled: columns were removed, so the image shape no longer fits.")
-    if missing.any():
-        counts = missing.sum(axis=0)
-        per_col = [f"{counts[j]} in '{names[j]}'" for j in np.nonzero(counts)[0]]
-        bad_rows = missing.any(axis=1)
-        n_bad = int(bad_rows.sum())
-        warnings.append(
-            f"Missing values: {int(counts.sum())} ({_names(per_col, 6)}) in {n_bad} row(s)"
-        )
-        if not drop_missing_rows:
-            raise DataError(
-                f"{n_bad} row(s) have missing values ({_names(per_col, 6)}). "
-                "Modelling missing values is not supported yet: enable dropping rows with "
-                "missing values, or fill them in."
-            )
-        if n_bad == values.shape[0]:
-            raise DataError(
-                "Every row has at least one missing value, so nothing is left after dropping "
-                f"them (missing: {_names(per_col, 6)}). Remove the mostly-empty columns or fill them in."
-            )
-        keep = ~bad_rows
-        values = values[keep]
+    empty_rows = missing.all(axis=1)
+    if empty_rows.any():
+        n_empty = int(empty_rows.sum())
+        first = int(np.nonzero(empty_rows)[0][0]) + 1
+        values, missing = values[~empty_rows], missing[~empty_rows]
         if labels is not None:
-            labels = labels[keep]
-        warnings.append(f"Dropped {n_bad} row(s) with missing values")
+            labels = np.asarray(labels)[~empty_rows]
+        warnings.append(
+            f"Dropped {n_empty} row(s) with no values at all (first: data row {first})"
+        )
         if values.shape[0] < MIN_ROWS:
             raise DataError(
-                f"Only {values.shape[0]} row(s) are left after dropping {n_bad} row(s) with "
-                f"missing values; at least {MIN_ROWS} are needed. Fill in the missing values."
+                f"Only {values.shape[0]} row(s) have any values; at least {MIN_ROWS} are needed."
             )
+    if missing.any():
+        counts = missing.sum(axis=0)
+        per_col = [f"{counts[j]} in {quote(names[j], 40)}" for j in np.nonzero(counts)[0]]
+        n_bad = int(missing.any(axis=1).sum())
+        warnings.append(
+            f"Missing values: {int(counts.sum())} cell(s) ({_names(per_col, 6)}) in {n_bad} "
+            "row(s); the rows are kept"
+        )
     return Dataset(
         values=values,
         labels=labels,

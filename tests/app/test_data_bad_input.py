@@ -105,18 +105,29 @@ def test_all_nan_values():
         load_file(_npy(np.full((4, 3), np.nan)), "nan.npy")
 
 
-def test_every_row_has_a_missing_value():
-    with pytest.raises(DataError, match="Every row has at least one missing value"):
-        load_file(b"a,b,c\n1,,3\n,5,6\n7,8,\n", "m.csv")
+def test_every_row_has_a_missing_value_is_kept_but_cannot_drop_rows():
+    ds = load_file(b"a,b,c\n1,,3\n,5,6\n7,8,\n", "m.csv")
+    assert ds.n == 3 and ds.n_missing == 3
+    with pytest.raises(DataError, match="Only 0 of 3 row\\(s\\) have no missing value.*column means"):
+        load_file(b"a,b,c\n1,,3\n,5,6\n7,8,\n", "m.csv", missing="drop-rows")
 
 
 def test_too_few_rows_left_after_dropping_missing():
-    with pytest.raises(DataError, match="Only 2 row\\(s\\) are left after dropping 2"):
-        load_file(b"a,b\n1,2\n3,\n,6\n7,8\n", "m.csv")
+    with pytest.raises(DataError, match="Only 2 of 4 row\\(s\\) have no missing value"):
+        load_file(b"a,b\n1,2\n3,\n,6\n7,8\n", "m.csv", missing="drop-rows")
+
+
+def test_rows_without_any_value_are_dropped_with_a_note():
+    ds = load_file(b"a,b\n1,2\n,\n3,4\nNA,nan\n5,7\n", "m.csv")
+    assert ds.n == 3 and not ds.has_missing
+    # a line of bare delimiters is skipped by the parser; NA,nan is data row 3
+    assert "Dropped 1 row(s) with no values at all (first: data row 3)" in ds.warnings
+    with pytest.raises(DataError, match="Only 2 row\\(s\\) have any values"):
+        load_file(b"a,b\n1,2\n,\n3,4\nNA,nan\n", "m.csv")
 
 
 def test_infinite_values():
-    with pytest.raises(DataError, match="Infinite values found in column\\(s\\) b"):
+    with pytest.raises(DataError, match="Infinite values found in column\\(s\\) 'b'"):
         load_file(b"a,b\n1,2\n3,inf\n5,6\n", "i.csv")
     with pytest.raises(DataError, match="Infinite values"):
         load_file(_npy(np.array([[1.0, 2.0], [np.inf, 1.0], [3.0, 4.0]])), "i.npy")
@@ -174,7 +185,7 @@ def test_npy_header_claiming_a_huge_shape_allocates_nothing():
 
 
 def test_npz_without_y_lists_what_it_found():
-    with pytest.raises(DataError, match="no array named 'Y'. Found: a, b"):
+    with pytest.raises(DataError, match="no array named 'Y'. Found: 'a', 'b'"):
         load_file(_npz(a=GOOD, b=GOOD), "x.npz")
 
 
@@ -198,10 +209,13 @@ def test_npz_zip_bomb_member_is_refused():
 def test_file_over_size_limit(tmp_path):
     path = tmp_path / "big.csv"
     path.write_bytes(b"a,b\n" + b"1,2\n" * 1000)
-    with pytest.raises(DataError, match="more than the 0.0 MB limit.*Limits.max_bytes"):
-        load_file(path, limits=Limits(max_bytes=1000))
-    with pytest.raises(DataError, match="MB limit"):
-        load_file(path.read_bytes(), "big.csv", limits=Limits(max_bytes=1000))
+    with pytest.raises(DataError, match=r"The file is 3\.9 kB, more than the 1 kB upload limit.*gplvm-explorer FILE"):
+        load_file(path, limits=Limits(max_bytes=1024))
+    with pytest.raises(DataError, match=r"more than the 1 kB upload limit.*command line \(gplvm-explorer FILE\)"):
+        load_file(path.read_bytes(), "big.csv", limits=Limits(max_bytes=1024))
+    with pytest.raises(DataError, match=r"more than the 1 kB limit\. Use a smaller file") as exc:
+        load_file(path, limits=Limits(max_bytes=1024, upload=False))
+    assert "command line" not in str(exc.value)
 
 
 def test_default_size_limit_suits_browser_uploads():
@@ -240,7 +254,7 @@ def test_wrong_source_type():
 
 
 def test_unknown_label_column_lists_columns():
-    with pytest.raises(DataError, match="Label column 'kind' not found. Columns in the file: a, b, c"):
+    with pytest.raises(DataError, match="Label column 'kind' not found. Columns in the file: 'a', 'b', 'c'"):
         load_file(b"a,b,c\n1,2,3\n4,5,6\n7,8,9\n", "l.csv", label_column="kind")
 
 

@@ -116,26 +116,30 @@ def test_non_numeric_column_reported_and_excluded():
     assert "Excluded non-numeric column 'species' (use it as the label column?)" in ds.warnings
 
 
-def test_missing_values_reported_with_counts_and_rows_dropped():
+def test_missing_values_reported_with_counts_and_rows_kept():
     text = b"a,b,c\n1,2,3\n,5,6\n7,NA,9\n10,11,12\n13,14,15\n16,17,?\n"
     ds = load_file(text, "m.csv")
-    assert ds.n == 3
-    np.testing.assert_array_equal(ds.values[:, 0], [1, 10, 13])
-    assert "Missing values: 3 (1 in 'a', 1 in 'b', 1 in 'c') in 3 row(s)" in ds.warnings
-    assert "Dropped 3 row(s) with missing values" in ds.warnings
-    with pytest.raises(DataError, match="3 row\\(s\\) have missing values.*not supported yet"):
-        load_file(text, "m.csv", drop_missing_rows=False)
+    assert ds.n == 6
+    np.testing.assert_array_equal(ds.values[:, 0], [1, np.nan, 7, 10, 13, 16])
+    assert "Missing values: 3 cell(s) (1 in 'a', 1 in 'b', 1 in 'c') in 3 row(s); the rows are kept" in ds.warnings
+    dropped = load_file(text, "m.csv", missing="drop-rows")
+    assert dropped.n == 3
+    np.testing.assert_array_equal(dropped.values[:, 0], [1, 10, 13])
+    assert "Dropped 3 row(s) with missing values (3 complete rows left)" in dropped.warnings
+    assert load_file(text, "m.csv", drop_missing_rows=True).n == 3  # the older spelling
 
 
 def test_labels_follow_dropped_rows():
     ds = load_file(b"k,a,b\np,1,2\nq,,4\nr,5,6\ns,7,9\n", "l.csv", label_column="k")
+    assert ds.labels.tolist() == ["p", "q", "r", "s"]
+    ds = load_file(b"k,a,b\np,1,2\nq,,4\nr,5,6\ns,7,9\n", "l.csv", label_column="k", missing="drop-rows")
     assert ds.labels.tolist() == ["p", "r", "s"]
 
 
 def test_constant_columns_dropped_and_reported():
     ds = load_file(b"a,b,c,d\n1,5,2,0\n2,5,3,0\n4,5,1,0\n", "c.csv")
     assert ds.feature_names == ["a", "c"]
-    assert "Dropped 2 constant column(s): b, d" in ds.warnings
+    assert "Dropped 2 constant column(s): 'b', 'd'" in ds.warnings
 
 
 def test_standardize_gives_zero_mean_unit_variance_and_can_be_undone(table):
@@ -147,7 +151,7 @@ def test_standardize_gives_zero_mean_unit_variance_and_can_be_undone(table):
 
 
 def test_standardize_without_drop_constant_refuses_constant_columns():
-    with pytest.raises(DataError, match="Cannot standardise: column\\(s\\) b are constant"):
+    with pytest.raises(DataError, match="Cannot standardise: column\\(s\\) 'b' are constant"):
         load_file(b"a,b,c\n1,5,2\n2,5,3\n4,5,1\n", "c.csv", standardize=True, drop_constant=False)
 
 
