@@ -1,0 +1,144 @@
+"""Server limits and the file given on the command line, read by the CLI and the app.
+
+Everything here is immutable process-wide configuration (constants, a
+read-only mapping, an environment variable read on demand, a cached
+read-only dataset); nothing holds per-session state.
+
+Uploads: the browser sends a FileInput's file base64-encoded in *one*
+websocket message (4/3 of the file's size plus a little JSON). Tornado closes
+the websocket, silently for the user, when a message exceeds the server's
+``websocket_max_message_size`` (Bokeh's default: 20 MiB, i.e. files of about
+15 MB). So the server's limit is set explicitly, well above what an accepted
+upload needs, and `UPLOAD_LIMIT_BYTES` is the largest file the app accepts;
+a bigger one that still reaches the server is refused with a message naming
+the limit and the command-line alternative (``gplvm-explorer FILE``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+from pathlib import Path
+from types import MappingProxyType
+
+from .data import Dataset, Limits, load_file
+from .data.validation import Limits as _Limits
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+
+#: Largest file accepted through the browser (the data layer's default limit).
+UPLOAD_LIMIT_BYTES: int = Limits().max_bytes
+
+#: The websocket message limit the app's servers use. 64 MiB carries a
+#: 48 MB file (base64), so files up to twice the upload limit reach the server
+#: and get a clear refusal instead of a dead page.
+WEBSOCKET_MAX_MESSAGE_SIZE: int = 64 * MiB
+
+#: Options for ``pn.serve`` shared by the CLI and the browser tests.
+SERVER_OPTIONS = MappingProxyType(
+    {
+        "websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_SIZE,
+        # a closed tab ends its session (and its training thread) within seconds
+        "check_unused_sessions_milliseconds": 2000,
+        "unused_session_lifetime_milliseconds": 5000,
+    }
+)
+
+#: Environment variable naming a data file to offer in every session.
+PRELOAD_ENV = "GPLVM_EXPLORER_FILE"
+
+#: Limits for a file read from the server's disk (no upload involved).
+CLI_LIMITS = _Limits(max_bytes=1024 * MiB, upload=False)
+
+
+def upload_bytes_for_message(message_bytes: int) -> int:
+    """Largest file whose base64 upload fits in a websocket message of this size."""
+    return max(0, (int(message_bytes) - 64 * 1024) * 3 // 4)
+
+
+def message_bytes_for_upload(file_bytes: int) -> int:
+    """Websocket message size needed to upload a file of this size."""
+    return 4 * math.ceil(int(file_bytes) / 3) + 64 * 1024
+
+
+def upload_hint(limit: int = UPLOAD_LIMIT_BYTES) -> str:
+    """Plain text for next to the upload widget."""
+    return (
+        f"Files up to {limit / MiB:.0f} MB. For bigger files, start the app with the file: "
+        "gplvm-explorer FILE"
+    )
+
+
+def preload_path() -> Path | None:
+    """The file named by `PRELOAD_ENV` (set by ``gplvm-explorer FILE``), or None."""
+    value = os.environ.get(PRELOAD_ENV, "").strip()
+    return Path(value) if value else None
+
+
+@functools.lru_cache(maxsize=8)
+def _load_preloaded(path: str, mtime_ns: int, label_column, standardize: bool, missing: str) -> Dataset:
+    ds = load_file(path, label_column=label_column, standardize=standardize, missing=missing,
+                   limits=CLI_LIMITS)
+    for arr in (ds.values, ds.labels, ds.mean, ds.scale, ds.imputed):
+        if arr is not None:
+            arr.setflags(write=False)
+    return ds
+
+
+def preloaded_dataset(*, label_column=None, standardize: bool = False, missing: str = "keep") -> Dataset | None:
+    """The command-line file as a `Dataset` (parsed once per option set), or None.
+
+    The arrays are read-only and shared between sessions: take ``.copy()``
+    before changing them. Raises `DataError` when the file cannot be used.
+    """
+    path = preload_path()
+    if path is None:
+        return None
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = -1  # load_file reports the problem
+    return _load_preloaded(str(path), mtime, label_column, bool(standardize), missing)
+
+
+def session_websocket_limit() -> int | None:
+    """The websocket message limit of the server running the current session, if known.
+
+    Known once the session's websocket is connected (e.g. in a
+    ``pn.state.onload`` callback); None outside a server or before that.
+    Used to warn when a server was started (e.g. with plain ``panel serve``)
+    with a limit too small for `UPLOAD_LIMIT_BYTES`.
+    """
+    try:
+        import panel as pn
+
+        doc = pn.state.curdoc
+        ctx = getattr(doc, "session_context", None)
+        session = getattr(ctx, "_session", None)
+        for conn in list(getattr(session, "_subscribed_connections", ()) or ()):
+            app = getattr(getattr(conn, "_socket", None), "application", None)
+            size = getattr(app, "settings", {}).get("websocket_max_message_size")
+            if size:
+                return int(size)
+    except Exception:  # pragma: no cover - private Bokeh structures changed
+        log.debug("could not read the websocket limit", exc_info=True)
+    return None
+
+
+def effective_upload_limit() -> int:
+    """`UPLOAD_LIMIT_BYTES`, lowered to what this session's websocket can carry."""
+    ws = session_websocket_limit()
+    if ws is None:
+        return UPLOAD_LIMIT_BYTES
+    fits = upload_bytes_for_message(ws)
+    if fits < UPLOAD_LIMIT_BYTES:
+        log.warning(
+            "websocket_max_message_size is %d bytes: uploads above %.1f MB would close the "
+            "connection. Serve with --websocket-max-message-size %d.",
+            ws, fits / 1e6, WEBSOCKET_MAX_MESSAGE_SIZE,
+        )
+    return min(UPLOAD_LIMIT_BYTES, fits)

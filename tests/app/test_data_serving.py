@@ -1,0 +1,66 @@
+"""Serving limits, the CLI's FILE argument and the preloaded dataset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gplvm_explorer import cli, serving
+
+
+def test_websocket_limit_carries_the_upload_limit_with_room():
+    assert serving.SERVER_OPTIONS["websocket_max_message_size"] == serving.WEBSOCKET_MAX_MESSAGE_SIZE
+    need = serving.message_bytes_for_upload(serving.UPLOAD_LIMIT_BYTES)
+    assert serving.WEBSOCKET_MAX_MESSAGE_SIZE >= 2 * need - 2**20  # about twice the upload limit
+    # Bokeh's default (20 MiB) carries only ~15 MB files: the bug this guards against
+    assert serving.upload_bytes_for_message(20 * 2**20) < 16_000_000
+    for size in (0, 1, 2, 3, 10**6, 20 * 2**20):
+        assert serving.upload_bytes_for_message(serving.message_bytes_for_upload(size)) >= size
+    with pytest.raises(TypeError):
+        serving.SERVER_OPTIONS["websocket_max_message_size"] = 1  # immutable
+
+
+def test_upload_hint_names_limit_and_cli():
+    hint = serving.upload_hint()
+    assert "20 MB" in hint and "gplvm-explorer FILE" in hint
+
+
+def test_cli_parses_optional_file_and_limit():
+    args = cli.parse_args([])
+    assert args.file is None and args.websocket_max_message_size == serving.WEBSOCKET_MAX_MESSAGE_SIZE
+    args = cli.parse_args(["data.csv", "--port", "7000", "--websocket-max-message-size", "123"])
+    assert args.file == "data.csv" and args.port == 7000 and args.websocket_max_message_size == 123
+
+
+def test_cli_check_file(tmp_path):
+    good = tmp_path / "d.csv"
+    good.write_text("a,b\n1,2\n3,4\n5,7\n")
+    path, summary = cli.check_file(str(good))
+    assert path == good.resolve() and "N=3 rows" in summary
+    path, reason = cli.check_file(str(tmp_path / "missing.csv"))
+    assert path is None and "File not found" in reason
+
+
+def test_cli_refuses_a_bad_file_before_serving(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("only text\n")
+    assert cli.main([str(bad)]) == 2
+    assert "Cannot use" in capsys.readouterr().err
+
+
+def test_preloaded_dataset_is_shared_read_only_and_big_files_are_fine(tmp_path, monkeypatch):
+    monkeypatch.delenv(serving.PRELOAD_ENV, raising=False)
+    assert serving.preload_path() is None and serving.preloaded_dataset() is None
+    path = tmp_path / "big.npy"
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(3000, 1000))  # 24 MB: over the upload limit, fine from disk
+    np.save(path, Y)
+    assert path.stat().st_size > serving.UPLOAD_LIMIT_BYTES
+    monkeypatch.setenv(serving.PRELOAD_ENV, str(path))
+    a = serving.preloaded_dataset()
+    b = serving.preloaded_dataset()
+    assert a is b and a.shape == (3000, 1000)
+    assert not a.values.flags.writeable
+    c = a.copy()
+    c.values[0, 0] = 1.0  # a session's copy is its own
+    assert a.values[0, 0] == Y[0, 0]
