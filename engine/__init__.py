@@ -7,13 +7,16 @@ Pure numpy / scipy / numba; never imports a UI library.
 >>> engine.fit(model, optimizer="lbfgs", max_iters=500)               # doctest: +SKIP
 """
 from . import kernels
-from .errors import EngineError, NumericalError, OptimizationError, ShapeError, UnsupportedKernelError
+from .errors import (ConfigurationError, EngineError, NumericalError, OptimizationError, ParameterError, ShapeError,
+                     UnsupportedKernelError, UnsupportedOperationError)
+from .infer import LatentInference
 from .models.bayesian import BayesianGPLVM
 from .models.gplvm import GPLVM
 from .models.sparse import SparseGPLVM
 from .optimize import FitResult, Snapshot, fit
 
 __all__ = [
-    "BayesianGPLVM", "EngineError", "FitResult", "GPLVM", "NumericalError", "OptimizationError",
-    "ShapeError", "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "fit", "kernels",
+    "BayesianGPLVM", "ConfigurationError", "EngineError", "FitResult", "GPLVM", "LatentInference",
+    "NumericalError", "OptimizationError", "ParameterError", "ShapeError", "Snapshot", "SparseGPLVM",
+    "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
 ]

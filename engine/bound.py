@@ -4,11 +4,21 @@ Titsias & Lawrence (2010), eqs. 8 and 14, written with the psi statistics
 (for the sparse GP-LVM the psi statistics are plain kernel matrices).  The KL
 term of the Bayesian model is added by the model, not here.
 
-With L = chol(Kmm), A = L^-1 Psi2 L^-T, B = I + beta A, L_B = chol(B),
-W = Kmm + beta Psi2 = (L L_B)(L L_B)^T and C = L_B^-1 L^-1 Psi1^T Y::
+With Kmm the inducing kernel matrix *including* the model's fixed jitter,
+L = chol(Kmm), A = L^-1 Psi2 L^-T, B = I + beta A, L_B = chol(B),
+V = L^-1 Psi1^T Y and C = L_B^-1 V::
 
     F = -N D/2 log(2 pi) + N D/2 log beta - D sum(log diag L_B)
         - beta/2 tr(Y^T Y) + beta^2/2 ||C||_F^2 - beta D/2 psi0 + beta D/2 tr(A)
+
+Gradients go through whitened quantities only (triangular solves with L and
+L_B, and B^-1, whose entries are at most 1).  The textbook form
+dF/dKmm = ... + D/2 Kmm^-1 - beta D/2 Kmm^-1 Psi2 Kmm^-1 - D/2 W^-1 ... sums
+terms of size cond(Kmm)^2 that cancel, and is useless when Kmm is
+near-singular (a linear kernel with M > Q makes it singular).  Here dF/dA,
+dF/dV and dF/dL are formed first (all of moderate size), and the reverse
+mode of the Cholesky factorisation (dL = L Phi(L^-1 dKmm L^-T)) carries
+dF/dL back to Kmm with one pair of triangular solves.
 
 The same factors give the predictive distribution (paper section 4), so both
 come out of :func:`collapsed_bound` as one :class:`CollapsedPosterior`.
@@ -19,20 +29,27 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .linalg import check_finite, chol_inverse, cholesky_failure, jitter_levels, tri_solve, try_cholesky
+from .errors import NumericalError
+from .linalg import check_finite, chol_inverse, tri_solve, try_cholesky
 
 LOG_2PI = np.log(2.0 * np.pi)
+
+
+class FactorisationError(NumericalError):
+    """Kmm or I + beta A could not be factorised at the current jitter."""
 
 
 class CollapsedPosterior(NamedTuple):
     """Factors shared by the bound and the predictions.
 
-    L: (M, M) chol(Kmm + jitter I); LW: (M, M) chol(Kmm + beta Psi2) = L L_B;
+    L: (M, M) chol(Kmm + jitter I); LB: (M, M) chol(I + beta A);
+    LW: (M, M) = L LB, so LW LW^T = Kmm + jitter I + beta Psi2;
     alpha: (M, D) = beta W^-1 Psi1^T Y, so the predictive mean at x* is k*M alpha;
-    beta: noise precision; jitter: what was added to Kmm's diagonal (0 if nothing).
+    beta: noise precision; jitter: what was added to Kmm's diagonal.
     """
 
     L: np.ndarray
+    LB: np.ndarray
     LW: np.ndarray
     alpha: np.ndarray
     beta: float
@@ -51,40 +68,66 @@ class CollapsedBound(NamedTuple):
     posterior: CollapsedPosterior
 
 
-def collapsed_factors(Psi1TY: np.ndarray, Psi2: np.ndarray, Kmm: np.ndarray, beta: float):
-    """Cholesky factors of Kmm and B, and C; see the module docstring.
+def _sym(A: np.ndarray) -> np.ndarray:
+    return 0.5 * (A + A.T)
 
-    Returns (L, jitter, LB, LW, C, A) with shapes (M,M), float, (M,M), (M,M), (M,D), (M,M).
-    Jitter is added to Kmm only when needed: when Kmm itself is not numerically
-    positive definite, or when it is so ill-conditioned that A = L^-1 Psi2 L^-T
-    comes out indefinite and B = I + beta A cannot be factorised.
+
+def _whiten_both(L: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """L^-1 S L^-T for lower-triangular L, (M, M)."""
+    return tri_solve(L, tri_solve(L, S).T).T
+
+
+def _unwhiten_both(L: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """L^-T S L^-1 for lower-triangular L, (M, M): pulls a gradient w.r.t. A back to Psi2."""
+    return tri_solve(L, tri_solve(L, S, trans=True).T, trans=True).T
+
+
+def cholesky_backward(L: np.ndarray, Gamma: np.ndarray) -> np.ndarray:
+    """Gradient w.r.t. the symmetric K = L L^T of a function whose change is tr(Gamma X).
+
+    X = L^-1 dL = Phi(L^-1 dK L^-T), Phi taking the lower triangle and half the
+    diagonal; tr(Gamma X) = <Psi, L^-1 dK L^-T> with Psi = Phi(Gamma^T), so
+    the gradient is L^-T sym(Psi) L^-1, symmetric (M, M).
+    """
+    Psi = np.tril(Gamma.T, -1) + 0.5 * np.diag(np.diag(Gamma))
+    return _sym(_unwhiten_both(L, _sym(Psi)))
+
+
+def collapsed_factors(Psi1TY: np.ndarray, Psi2: np.ndarray, Kmm: np.ndarray, beta: float):
+    """(L, LB, V, C, A): see the module docstring; Kmm already holds the jitter.
+
+    Shapes (M, M), (M, M), (M, D), (M, D), (M, M).  Raises
+    :class:`FactorisationError` when Kmm or I + beta A is not numerically
+    positive definite (the model then raises its jitter and says so).
     """
     Kmm = check_finite(Kmm, "inducing-point kernel matrix Kmm")
-    eye = np.eye(Kmm.shape[0])
-    for jitter in jitter_levels(Kmm):
-        L = try_cholesky(Kmm + jitter * eye if jitter else Kmm)
-        if L is None:
-            continue
-        A = tri_solve(L, tri_solve(L, Psi2).T).T
-        A = 0.5 * (A + A.T)
-        LB = try_cholesky(eye + beta * A)
-        if LB is None:
-            continue
-        LW = L @ LB
-        return L, jitter, LB, LW, tri_solve(LW, Psi1TY), A
-    raise cholesky_failure("inducing-point kernel matrix Kmm (or I + beta A)")
+    L = try_cholesky(Kmm)
+    if L is None:
+        raise FactorisationError("The inducing-point kernel matrix Kmm is not numerically positive definite.")
+    A = _sym(_whiten_both(L, Psi2))
+    LB = try_cholesky(np.eye(Kmm.shape[0]) + beta * A)
+    if LB is None:
+        raise FactorisationError("I + beta A is not numerically positive definite (Kmm is too ill-conditioned).")
+    V = tri_solve(L, Psi1TY)
+    return L, LB, V, tri_solve(LB, V), A
 
 
 def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarray,
-                    Kmm: np.ndarray, beta: float) -> CollapsedBound:
+                    Kmm: np.ndarray, beta: float, jitter: float = 0.0) -> CollapsedBound:
     """The collapsed bound F and its gradients.
 
     Y: (N, D) centred outputs; psi0: scalar; Psi1: (N, M); Psi2: (M, M) summed over n;
-    Kmm: (M, M); beta: noise precision (1 / noise variance).
+    Kmm: (M, M) inducing kernel matrix; ``jitter`` is added to its diagonal (it is
+    part of the function: the gradients are those of F at Kmm + jitter I);
+    beta: noise precision (1 / noise variance).
     """
     N, D = Y.shape
+    M = Kmm.shape[0]
+    eye = np.eye(M)
+    if jitter:
+        Kmm = Kmm + jitter * eye
     P = Psi1.T @ Y  # (M, D)
-    L, jitter, LB, LW, C, A = collapsed_factors(P, Psi2, Kmm, beta)
+    L, LB, V, C, A = collapsed_factors(P, Psi2, Kmm, beta)
     trYY = float(np.sum(Y * Y))
     trA = float(np.trace(A))
     CC = float(np.sum(C * C))
@@ -93,21 +136,26 @@ def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarr
              - 0.5 * beta * trYY + 0.5 * beta**2 * CC
              - 0.5 * beta * D * psi0 + 0.5 * beta * D * trA)
 
-    Winv = chol_inverse(LW)
-    Kinv = chol_inverse(L)
-    WiP = tri_solve(LW, C, trans=True)  # W^-1 P, (M, D)
-    E = WiP @ WiP.T
-    KiPsi2Ki = Kinv @ Psi2 @ Kinv
+    Binv = chol_inverse(LB)  # B >= I, so every entry is at most 1 in size
+    Cw = tri_solve(LB, C, trans=True)  # B^-1 V, (M, D)
+    G = Cw @ Cw.T
 
-    dpsi0 = -0.5 * beta * D
+    # F through A (log|B|, tr A and the data term's B^-1) and through V (data term)
+    dA = 0.5 * beta * D * (eye - Binv) - 0.5 * beta**3 * G
+    dV = beta**2 * Cw
+    dPsi2 = _sym(_unwhiten_both(L, dA))
+    WiP = tri_solve(L, Cw, trans=True)  # W^-1 P = L^-T B^-1 V, (M, D)
     dPsi1 = beta**2 * (Y @ WiP.T)
-    dPsi2 = -0.5 * beta * D * Winv - 0.5 * beta**3 * E + 0.5 * beta * D * Kinv
-    dKmm = -0.5 * D * Winv - 0.5 * beta**2 * E + 0.5 * D * Kinv - 0.5 * beta * D * KiPsi2Ki
-    dbeta = (0.5 * N * D / beta - 0.5 * D * float(np.sum(Winv * Psi2)) - 0.5 * trYY
-             + beta * CC - 0.5 * beta**2 * float(np.sum(E * Psi2)) - 0.5 * D * psi0 + 0.5 * D * trA)
 
-    posterior = CollapsedPosterior(L=L, LW=LW, alpha=beta * WiP, beta=beta, jitter=jitter)
-    return CollapsedBound(value, dpsi0, dPsi1, dPsi2, dKmm, dbeta, posterior)
+    # F through L at fixed Psi2 and P: with X = L^-1 dL, dA = -X A - A X^T and
+    # dV = -X V, so dF = tr(Gamma X) with Gamma = -(2 A dF/dA + V dF/dV^T).
+    dKmm = cholesky_backward(L, -(2.0 * A @ dA + V @ dV.T))
+
+    dbeta = (0.5 * N * D / beta - 0.5 * D * float(np.sum(Binv * A)) - 0.5 * trYY
+             + beta * CC - 0.5 * beta**2 * float(np.sum(G * A)) - 0.5 * D * psi0 + 0.5 * D * trA)
+
+    posterior = CollapsedPosterior(L=L, LB=LB, LW=L @ LB, alpha=beta * WiP, beta=beta, jitter=float(jitter))
+    return CollapsedBound(value, -0.5 * beta * D, dPsi1, dPsi2, dKmm, dbeta, posterior)
 
 
 def gaussian_kl(mu: np.ndarray, S: np.ndarray) -> float:

@@ -23,3 +23,19 @@ class NumericalError(EngineError, ArithmeticError):
 
 class OptimizationError(EngineError, RuntimeError):
     """The optimiser met a non-finite objective or gradient and stopped."""
+
+
+class ParameterError(EngineError, KeyError):
+    """A parameter name is unknown to the model (e.g. in ``set_parameters`` or ``fix``)."""
+
+    def __str__(self):  # KeyError would show the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigurationError(EngineError, ValueError, TypeError):
+    """An impossible setting: an unknown optimiser, option or kernel type, a value of the wrong
+    type or range (a ValueError and a TypeError, so either ``except`` catches it)."""
+
+
+class UnsupportedOperationError(EngineError, NotImplementedError):
+    """The model cannot do this by its nature (e.g. uncertain inputs to a point-latent model)."""

@@ -53,7 +53,7 @@ import scipy.sparse.csgraph
 import scipy.sparse.linalg
 from scipy.spatial.distance import cdist
 
-from .errors import ShapeError
+from .errors import ConfigurationError, ShapeError
 from .validation import real_matrix
 
 __all__ = [
@@ -130,7 +130,7 @@ def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
     Y = real_matrix(Y)
     Q = _check_positive_int(latent_dim, "latent_dim")
     if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(
+        raise ConfigurationError(
             f"Expected method in {METHODS}, got {method!r} instead."
         )
     rng = np.random.default_rng(seed)
@@ -172,12 +172,12 @@ def pca_variance_fractions(Y, latent_dim):
 
 def _check_positive_int(value, name):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(
+        raise ConfigurationError(
             f"Expected {name} to be an integer, got {value!r} "
             f"({type(value).__name__}) instead."
         )
     if value < 1:
-        raise ValueError(f"Expected {name} >= 1, got {value} instead.")
+        raise ConfigurationError(f"Expected {name} >= 1, got {value} instead.")
     return int(value)
 
 

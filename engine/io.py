@@ -32,6 +32,8 @@ def model_arrays(model) -> dict:
         "kernel_spec": np.array(json.dumps(model._kernel.to_spec())),
         "Y": model.Y + model.Y_mean,
         "latent_dim": np.array(model.latent_dim),
+        "jitter": np.array(float(model.jitter)),
+        "fixed": np.array(sorted(model.fixed), dtype=str),
     }
     for name, value in model.parameters.items():
         arrays[f"param/{name}"] = np.asarray(value, dtype=float)
@@ -64,6 +66,13 @@ def load_model(path):
     kwargs = {"X": params["X_mean"]}
     if "Z" in params:
         kwargs["Z"] = params["Z"]
-    model = cls(Y, latent_dim, kernel=kernel, **kwargs)
-    model.set_parameters(**params)
+    try:
+        model = cls(Y, latent_dim, kernel=kernel, **kwargs)
+        model.set_parameters(**params)
+        if "jitter" in arrays:  # part of the objective: the loaded model's bound equals the saved one's
+            model.jitter = float(arrays["jitter"])
+        if "fixed" in arrays and arrays["fixed"].size:
+            model.fix(*[str(name) for name in arrays["fixed"]])
+    except EngineError as exc:
+        raise ModelFileError(f"The model file's contents are inconsistent: {exc}") from exc
     return model

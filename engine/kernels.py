@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from . import _kernel_loops as _loops
-from .errors import ShapeError
+from .errors import ConfigurationError, ShapeError
 from .transforms import POSITIVE, ParameterSpec
 
 __all__ = [
@@ -103,7 +103,7 @@ class Kernel:
 
     def __init__(self, input_dim: int, **values):
         if isinstance(input_dim, bool) or not isinstance(input_dim, (int, np.integer)) or input_dim < 1:
-            raise ValueError(f"Expected input_dim as a positive integer, got {input_dim!r} instead.")
+            raise ConfigurationError(f"Expected input_dim as a positive integer, got {input_dim!r} instead.")
         self.input_dim = int(input_dim)
         self._values: dict[str, np.ndarray] = {}
         self.set_params(**values)
@@ -137,7 +137,7 @@ class Kernel:
         new = {}
         for key, value in values.items():
             if key not in shapes:
-                raise ValueError(f"Expected a parameter of {self.name} among {list(shapes)}, got {key!r} instead.")
+                raise ConfigurationError(f"Expected a parameter of {self.name} among {list(shapes)}, got {key!r} instead.")
             shape = shapes[key]
             try:
                 arr = np.array(value, dtype=np.float64)
@@ -149,7 +149,7 @@ class Kernel:
                 else:
                     raise ShapeError(f"Expected {key} of shape {shape}, got {arr.shape} instead.")
             if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise ValueError(f"Expected {key} finite and positive, got {_to_json(arr)!r} instead.")
+                raise ConfigurationError(f"Expected {key} finite and positive, got {_to_json(arr)!r} instead.")
             new[key] = arr
         self._values.update(new)
 
@@ -663,10 +663,10 @@ class Sum(Kernel):
         flat = []
         for p in parts:
             if not isinstance(p, Kernel):
-                raise TypeError(f"Expected Kernel parts, got {type(p).__name__} instead.")
+                raise ConfigurationError(f"Expected Kernel parts, got {type(p).__name__} instead.")
             flat.extend(p.parts if isinstance(p, Sum) else [p])
         if not flat:
-            raise ValueError("Expected at least one kernel in a Sum, got none instead.")
+            raise ConfigurationError("Expected at least one kernel in a Sum, got none instead.")
         dims = {p.input_dim for p in flat}
         if len(dims) != 1:
             raise ShapeError(f"Expected kernels with the same input_dim, got {[p.input_dim for p in flat]} instead.")
@@ -693,7 +693,7 @@ class Sum(Kernel):
         by_part = {n: {} for n in self.part_names}
         for key, value in values.items():
             if key not in shapes:
-                raise ValueError(f"Expected a parameter of the sum among {list(shapes)}, got {key!r} instead.")
+                raise ConfigurationError(f"Expected a parameter of the sum among {list(shapes)}, got {key!r} instead.")
             part, _, pname = key.partition(".")
             by_part[part][pname] = value
         # validate on copies first so a rejected value changes nothing
@@ -761,11 +761,11 @@ def kernel_from_spec(spec: dict) -> Kernel:
         kind = spec["type"]
         input_dim = int(spec["input_dim"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"Expected a kernel spec with 'type' and 'input_dim', got {spec!r} instead.") from exc
+        raise ConfigurationError(f"Expected a kernel spec with 'type' and 'input_dim', got {spec!r} instead.") from exc
     if kind == "sum":
         return Sum([kernel_from_spec(p) for p in spec["parts"]])
     if kind not in _KERNEL_TYPES:
-        raise ValueError(f"Expected a kernel type among {sorted(_KERNEL_TYPES) + ['sum']}, got {kind!r} instead.")
+        raise ConfigurationError(f"Expected a kernel type among {sorted(_KERNEL_TYPES) + ['sum']}, got {kind!r} instead.")
     settings = {k: v for k, v in spec.items() if k not in ("type", "input_dim", "params")}
     kernel = _KERNEL_TYPES[kind](input_dim, **settings)
     kernel.set_params(**spec.get("params", {}))

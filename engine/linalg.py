@@ -1,4 +1,4 @@
-"""Cholesky factorisation with reported jitter, and solves built on it.
+"""Cholesky factorisation, and solves built on it (jitter is the models' business).
 
 No explicit inverses: inverses that the gradients need (K^-1 in dL/dK) come
 from the Cholesky factor through LAPACK's potri.
@@ -12,9 +12,6 @@ from scipy.linalg import lapack
 from ._jit import JIT, njit
 from .errors import NumericalError
 
-#: Jitter tried, relative to the mean of the diagonal, when a plain Cholesky fails.
-JITTER_LADDER = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
-
 
 def try_cholesky(A: np.ndarray):
     """Lower Cholesky factor of the symmetric (P, P) matrix A, or None if it is not positive definite."""
@@ -22,42 +19,11 @@ def try_cholesky(A: np.ndarray):
     return L if info == 0 else None
 
 
-def jitter_levels(A: np.ndarray):
-    """0, then the jitter ladder scaled by the mean of A's diagonal."""
-    scale = float(np.mean(np.diag(A)))
-    if not scale > 0:
-        scale = 1.0
-    return (0.0,) + tuple(rel * scale for rel in JITTER_LADDER)
-
-
-def cholesky_failure(what: str) -> NumericalError:
-    return NumericalError(
-        f"Cholesky factorisation of the {what} failed even with jitter {JITTER_LADDER[-1]:g} x mean diagonal. "
-        "Try standardising the data, fewer inducing points, or a larger noise variance."
-    )
-
-
 def check_finite(A: np.ndarray, what: str) -> np.ndarray:
     A = np.ascontiguousarray(A, dtype=float)
     if not np.all(np.isfinite(A)):
         raise NumericalError(f"The {what} contains NaN or infinite values; check the data and parameters.")
     return A
-
-
-def jitchol(A: np.ndarray, what: str = "matrix") -> tuple[np.ndarray, float]:
-    """Lower Cholesky factor of a symmetric (P, P) matrix, adding jitter only if needed.
-
-    Returns ``(L, jitter)`` with ``L @ L.T == A + jitter * I``; ``jitter`` is 0.0
-    when the plain factorisation succeeded.  Raises :class:`NumericalError`
-    naming ``what`` when even the largest jitter fails.
-    """
-    A = check_finite(A, what)
-    eye = np.eye(A.shape[0])
-    for jitter in jitter_levels(A):
-        L = try_cholesky(A + jitter * eye if jitter else A)
-        if L is not None:
-            return L, jitter
-    raise cholesky_failure(what)
 
 
 @njit(**JIT)

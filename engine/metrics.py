@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from .errors import ShapeError
+from .errors import ConfigurationError, ShapeError
 from .validation import real_matrix
 
 __all__ = ["one_nn_errors", "one_nn_error_rate", "most_relevant_dims"]
@@ -89,10 +89,10 @@ def most_relevant_dims(relevance, k=2):
     if not np.all(np.isfinite(r)):
         raise ShapeError("Expected relevance to be finite, got NaN or infinite values instead.")
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
-        raise TypeError(f"Expected k to be an integer, got {k!r} instead.")
+        raise ConfigurationError(f"Expected k to be an integer, got {k!r} instead.")
     Q = r.shape[0]
     if not 1 <= k <= Q:
-        raise ValueError(
+        raise ConfigurationError(
             f"Expected k between 1 and {Q} (the number of latent dimensions), "
             f"got {k} instead."
         )

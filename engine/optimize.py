@@ -49,8 +49,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize
 
+from ._cancel import Cancelled, watching
 from ._threads import single_blas_thread
-from .errors import OptimizationError
+from .errors import ConfigurationError, OptimizationError
 
 OPTIMIZERS = ("lbfgs", "scg", "adam")
 
@@ -118,12 +119,14 @@ class _Run:
     Everything here is in terms of ``f = -objective`` (minimised).
     """
 
-    def __init__(self, model, optimizer, x0, callback, stop, pause):
+    def __init__(self, model, optimizer, x0, callback, stop, pause, after=None):
         self.model, self.optimizer = model, optimizer
         self.callback, self.stop, self.pause = callback, stop, pause
-        self.iteration = 0
-        self.n_evaluations = 0
-        self.history = []
+        # ``after``: the FitResult of an earlier phase of the same fit, continued here
+        self.iteration = after.iterations if after else 0
+        self.n_evaluations = after.n_evaluations if after else 0
+        self._elapsed0 = after.elapsed if after else 0.0
+        self.history = list(after.history) if after else []
         # the start stands as the best point until it is evaluated and beaten
         self.best_x, self.best_f, self.best_iteration = np.array(x0, dtype=float), math.inf, 0
         self._last = None  # (x, f, g) of the latest evaluation, reused when asked again
@@ -131,7 +134,7 @@ class _Run:
         self._paused = 0.0
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self._t0 - self._paused
+        return self._elapsed0 + time.perf_counter() - self._t0 - self._paused
 
     def stop_requested(self) -> bool:
         return self.stop is not None and self.stop.is_set()
@@ -141,13 +144,13 @@ class _Run:
         x = np.asarray(x, dtype=float)
         if self._last is not None and np.array_equal(x, self._last[0]):
             return self._last[1], self._last[2].copy()
-        if self.n_evaluations and self.stop_requested():
+        if self._last is not None and self.stop_requested():
             raise _Stopped
         value, grad = self.model.objective_and_gradient(x.copy())
         self.n_evaluations += 1
         grad = np.asarray(grad, dtype=float)
         if grad.shape != x.shape:
-            raise ValueError(f"Expected a gradient of shape {x.shape}, got {grad.shape} instead.")
+            raise ConfigurationError(f"Expected a gradient of shape {x.shape}, got {grad.shape} instead.")
         value = float(value)
         if not (math.isfinite(value) and np.all(np.isfinite(grad))):
             self._raise_non_finite(value, grad)
@@ -298,9 +301,9 @@ def _adam(run, x, f, g, max_iters, tol, *, learning_rate=0.01, betas=(0.9, 0.999
     """Adam (Kingma & Ba 2015) on ``f``; the iterate after each step is evaluated and recorded."""
     b1, b2 = (float(b) for b in betas)
     if not learning_rate > 0:
-        raise ValueError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
+        raise ConfigurationError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
     if not (0 <= b1 < 1 and 0 <= b2 < 1):
-        raise ValueError(f"Expected betas in [0, 1), got {betas!r} instead.")
+        raise ConfigurationError(f"Expected betas in [0, 1), got {betas!r} instead.")
     m = np.zeros_like(x)
     v = np.zeros_like(x)
     for t in range(1, max_iters + 1):
@@ -321,7 +324,7 @@ _OPTIONS = {"lbfgs": ("maxcor", "ftol", "gtol", "maxfun", "maxls"),
 
 
 def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, pause=None,
-        tol=1e-9, **options) -> FitResult:
+        tol=1e-9, warm_up_iters=None, warm_up_fixed=("noise_variance",), **options) -> FitResult:
     """Maximise ``model``'s objective; leave the model at the best point found.
 
     Parameters
@@ -335,33 +338,74 @@ def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, paus
         at its best point first).
     stop, pause : ``threading.Event`` or None (see the module docstring).
     tol : convergence tolerance; its meaning per optimiser is in the module docstring.
+    warm_up_iters, warm_up_fixed : hold the parameters ``warm_up_fixed`` (those the
+        model has and does not already fix) for the first ``warm_up_iters``
+        iterations (default: ``model.warm_up_iters``; at most half of
+        ``max_iters``), then release them and go on.  From a poor start (e.g.
+        random latents) an optimiser that may move the noise at once explains
+        everything as noise and stalls (kernel variance -> 0); holding the noise
+        first lets the latents organise.  Iterations, history and snapshots run
+        on across the two phases; each phase is its own optimiser run.
     **options : optimiser-specific settings (``maxcor``; ``xtol``; ``learning_rate`` ...).
 
     Raises
     ------
-    ValueError : unknown optimiser or invalid setting. TypeError : unknown option.
+    ConfigurationError : unknown optimiser, unknown option or invalid setting.
     OptimizationError : a non-finite objective or gradient was met.
+
+    ``stop`` also reaches inside one evaluation: models check it between the
+    stages of an evaluation, so a fit at 10^5 rows stops within a fraction of
+    one evaluation.  The model's jitter is chosen once, before the first
+    evaluation (``model.begin_fit()``), and kept for the whole fit.
     """
     name = str(optimizer).lower()
     if name not in _IMPLEMENTATIONS:
-        raise ValueError(f"Expected optimizer to be one of {', '.join(map(repr, OPTIMIZERS))}, "
+        raise ConfigurationError(f"Expected optimizer to be one of {', '.join(map(repr, OPTIMIZERS))}, "
                          f"got {optimizer!r} instead.")
     unknown = sorted(set(options) - set(_OPTIONS[name]))
     if unknown:
-        raise TypeError(f"Unknown option(s) {unknown} for optimizer {name!r}; "
+        raise ConfigurationError(f"Unknown option(s) {unknown} for optimizer {name!r}; "
                         f"valid options are {list(_OPTIONS[name])}.")
     if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 0:
-        raise ValueError(f"Expected max_iters to be a non-negative integer, got {max_iters!r} instead.")
+        raise ConfigurationError(f"Expected max_iters to be a non-negative integer, got {max_iters!r} instead.")
     if not tol >= 0:
-        raise ValueError(f"Expected tol >= 0, got {tol!r} instead.")
+        raise ConfigurationError(f"Expected tol >= 0, got {tol!r} instead.")
 
+    if hasattr(model, "begin_fit"):
+        model.begin_fit()
+    hold = _warm_up_hold(model, warm_up_fixed)
+    warm_up = min(int(getattr(model, "warm_up_iters", 0) if warm_up_iters is None else warm_up_iters),
+                  int(max_iters) // 2)
+    args = (model, name, callback, stop, pause, tol, options)
+    if not (hold and warm_up > 0):
+        return _fit_phase(*args, int(max_iters))
+    model.fix(*hold)
+    try:
+        first = _fit_phase(*args, warm_up)
+    finally:
+        model.unfix(*hold)
+    if first.stopped:
+        return first
+    return _fit_phase(*args, int(max_iters) - first.iterations, after=first)
+
+
+def _warm_up_hold(model, names) -> list:
+    """The parameters to hold during the warm-up: those of ``names`` the model has and does not fix already."""
+    if not hasattr(model, "fix"):
+        return []
+    present = set(getattr(model, "parameter_names", ()))
+    return [n for n in names if n in present and n not in model.fixed]
+
+
+def _fit_phase(model, name, callback, stop, pause, tol, options, max_iters, after=None) -> FitResult:
+    """One optimiser run over the model's free parameters, continuing ``after`` if given."""
     x0 = np.array(model.get_free(), dtype=float).ravel()
-    run = _Run(model, name, x0, callback, stop, pause)
+    run = _Run(model, name, x0, callback, stop, pause, after)
     stopped = converged = False
     try:
-        with single_blas_thread():
-            converged, message = _run_optimizer(run, name, x0, int(max_iters), tol, options)
-    except _Stopped:
+        with single_blas_thread(), watching(stop):
+            converged, message = _run_optimizer(run, name, x0, max_iters, tol, options)
+    except (_Stopped, Cancelled):
         stopped, message = True, f"Stopped on request after {run.iteration} iterations."
     finally:
         run.restore_best()

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import ShapeError
+
 
 class Identity:
     """No constraint: value = x."""
@@ -107,7 +109,7 @@ class ParameterPacker:
         self.specs = list(specs)
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
-            raise ValueError(f"Parameter names must be unique, got {names} instead.")
+            raise ShapeError(f"Parameter names must be unique, got {names} instead.")
         self._slices = {}
         start = 0
         for s in self.specs:
@@ -118,13 +120,20 @@ class ParameterPacker:
     def names(self):
         return [s.name for s in self.specs]
 
+    def mask(self, names) -> np.ndarray:
+        """Boolean (P,) mask of the flat-vector entries that belong to ``names``."""
+        m = np.zeros(self.size, dtype=bool)
+        for name in names:
+            m[self._slices[name]] = True
+        return m
+
     def pack(self, values: dict) -> np.ndarray:
         """Named constrained values -> flat unconstrained vector, shape (P,)."""
         x = np.empty(self.size)
         for s in self.specs:
             v = np.asarray(values[s.name], dtype=float)
             if v.shape != s.shape and v.size != s.size:
-                raise ValueError(f"Expected {s.name} of shape {s.shape}, got {v.shape} instead.")
+                raise ShapeError(f"Expected {s.name} of shape {s.shape}, got {v.shape} instead.")
             x[self._slices[s.name]] = np.ravel(s.transform.inverse(v))
         return x
 
@@ -132,7 +141,7 @@ class ParameterPacker:
         """Flat unconstrained vector -> named constrained values (new arrays)."""
         x = np.asarray(x, dtype=float)
         if x.shape != (self.size,):
-            raise ValueError(f"Expected a vector of length {self.size}, got shape {x.shape} instead.")
+            raise ShapeError(f"Expected a vector of length {self.size}, got shape {x.shape} instead.")
         return {s.name: s.transform.forward(x[self._slices[s.name]]).reshape(s.shape) for s in self.specs}
 
     def pack_gradient(self, x: np.ndarray, grads: dict) -> np.ndarray:

@@ -8,12 +8,14 @@ constrained values, so evaluating never changes the model's state; only
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 
 import numpy as np
 
 from .. import kernels as _kernels
-from ..errors import ShapeError
+from .._threads import blas_pinned
+from ..errors import NumericalError, ParameterError, ShapeError
 from ..transforms import IDENTITY, POSITIVE, ParameterPacker, ParameterSpec
 from ..validation import real_matrix
 
@@ -36,6 +38,14 @@ def initial_X(Y, latent_dim, init, seed, X=None) -> np.ndarray:
     return initial_latents(Y, latent_dim, method=init, seed=seed)
 
 
+logger = logging.getLogger(__name__)
+
+#: Jitter of a fit's start, relative to the mean diagonal of the factorised matrix (as GPy's 1e-8).
+JITTER_RELATIVE = 1e-8
+#: Largest jitter the escalation tries, relative to the mean diagonal.
+JITTER_LIMIT = 1e-2
+
+
 class LatentVariableModel:
     """Base class: subclasses define ``_specs`` and ``_evaluate``.
 
@@ -44,6 +54,10 @@ class LatentVariableModel:
     """
 
     objective_name = "log-likelihood"
+
+    #: Iterations of a fit for which :func:`engine.fit` holds the noise variance
+    #: before letting it move (see its ``warm_up_iters``).
+    warm_up_iters = 100
 
     def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca"):
         Y = real_matrix(Y)
@@ -62,7 +76,12 @@ class LatentVariableModel:
             # a tenth of the data's variance: small enough to leave signal for the kernel
             noise_variance = 0.1 * max(float(np.mean(self.Y.var(axis=0))), 1e-6)
         self._initial_noise_variance = float(noise_variance)
+        #: Jitter added to the diagonal of the matrix the model factorises (Kmm for
+        #: the collapsed models, K + noise I for the exact one).  It is part of the
+        #: objective, chosen at construction and at the start of every fit, and
+        #: raised (with a logged warning) only when a factorisation fails.
         self.jitter = 0.0
+        self._fixed = frozenset()
         self._lock = threading.RLock()
         self._version = 0
         self._cache = None
@@ -84,6 +103,8 @@ class LatentVariableModel:
     def _build_packer(self, specs, values):
         self._packer = ParameterPacker(specs)
         self._free = self._packer.pack(values)
+        self._free_mask = np.ones(self._packer.size, dtype=bool)
+        self.jitter = self._base_jitter(values)
 
     @staticmethod
     def _noise_spec():
@@ -104,24 +125,62 @@ class LatentVariableModel:
             return self._packer.unpack(self._free)
 
     def get_free(self) -> np.ndarray:
-        """Unconstrained flat parameter vector, (P,)."""
+        """Unconstrained flat vector of the parameters that are not fixed, (P_free,)."""
         with self._lock:
-            return self._free.copy()
+            return self._free[self._free_mask].copy()
 
     def set_free(self, x) -> None:
+        """Set the parameters that are not fixed from an unconstrained flat vector (P_free,)."""
         x = np.asarray(x, dtype=float)
-        if x.shape != self._free.shape:
-            raise ShapeError(f"Expected a vector of length {self._free.size}, got shape {x.shape} instead.")
         with self._lock:
-            self._free = x.copy()
+            size = int(self._free_mask.sum())
+            if x.shape != (size,):
+                raise ShapeError(f"Expected a vector of length {size}, got shape {x.shape} instead.")
+            full = self._free.copy()
+            full[self._free_mask] = x
+            self._free = full
             self._version += 1
             self._cache = None
 
-    def set_parameters(self, **named) -> None:
-        """Set named constrained values, e.g. ``set_parameters(Z=..., noise_variance=0.1)``."""
-        unknown = sorted(set(named) - set(self.parameter_names))
+    def _full_vector(self, x) -> np.ndarray:
+        """The whole unconstrained vector with the free entries taken from x."""
+        full = self._free.copy()
+        full[self._free_mask] = x
+        return full
+
+    def _check_names(self, names, what) -> None:
+        unknown = sorted(set(names) - set(self.parameter_names))
         if unknown:
-            raise KeyError(f"Unknown parameter(s) {unknown}; expected names from {self.parameter_names}.")
+            raise ParameterError(f"Unknown parameter(s) {unknown} in {what}; "
+                                 f"expected names from {self.parameter_names}.")
+
+    # ---- fixing parameters ------------------------------------------------------
+    @property
+    def fixed(self) -> frozenset:
+        """Names of the parameters that :func:`engine.fit` holds constant."""
+        return self._fixed
+
+    def fix(self, *names) -> None:
+        """Hold the named parameters constant in :func:`engine.fit`, e.g. ``fix("Z", "noise_variance")``."""
+        self._check_names(names, "fix()")
+        self._set_fixed(self._fixed | set(names))
+
+    def unfix(self, *names) -> None:
+        """Let the named parameters (all of them when no name is given) be optimised again."""
+        self._check_names(names, "unfix()")
+        self._set_fixed(self._fixed - set(names) if names else frozenset())
+
+    def _set_fixed(self, names) -> None:
+        with self._lock:
+            self._fixed = frozenset(names)
+            self._free_mask = ~self._packer.mask(self._fixed)
+
+    def set_parameters(self, **named) -> None:
+        """Set named constrained values, e.g. ``set_parameters(Z=..., noise_variance=0.1)``.
+
+        Works for fixed parameters too (fixing only stops the optimiser moving them).
+        """
+        self._check_names(named, "set_parameters()")
         values = self.parameters
         for name, value in named.items():
             value = np.asarray(value, dtype=float)
@@ -130,8 +189,14 @@ class LatentVariableModel:
                     value = np.broadcast_to(value, np.shape(values[name])).copy()
                 else:
                     raise ShapeError(f"Expected {name} of shape {np.shape(values[name])}, got {value.shape} instead.")
+            if not np.all(np.isfinite(value)):
+                raise ShapeError(f"Expected finite values for {name}, got NaN or infinite entries instead.")
             values[name] = value
-        self.set_free(self._packer.pack(values))
+        free = self._packer.pack(values)
+        with self._lock:
+            self._free = free
+            self._version += 1
+            self._cache = None
 
     def __getattr__(self, name):
         # Named parameters read as attributes: model.X_mean, model.Z, model.lengthscales ...
@@ -151,6 +216,7 @@ class LatentVariableModel:
             clone = copy.copy(self)
             clone._free = self._free.copy()
         clone._kernel = self._kernel.copy()
+        clone._free_mask = self._free_mask.copy()
         clone._lock = threading.RLock()
         clone._cache = None
         return clone
@@ -184,25 +250,125 @@ class LatentVariableModel:
             raise ShapeError(f"{name} contains NaN or infinite values.")
         return np.ascontiguousarray(Xnew)
 
+    # ---- jitter -----------------------------------------------------------------
+    def _base_jitter(self, values: dict) -> float:
+        """The jitter a fit starts with (subclasses: from the scale of the factorised matrix)."""
+        return 0.0
+
+    def begin_fit(self) -> None:
+        """Called by :func:`engine.fit` before its first evaluation: choose the jitter for this fit."""
+        with self._lock:
+            self.jitter = self._base_jitter(self._packer.unpack(self._free))
+            self._version += 1
+            self._cache = None
+
+    def _with_jitter(self, factorise, scale: float, what: str):
+        """``factorise(jitter)``, raising the model's jitter tenfold (logged) while it fails.
+
+        ``factorise`` raises :class:`~engine.bound.FactorisationError` (a
+        NumericalError) on failure; ``scale`` is the mean diagonal of the matrix.
+        """
+        from ..bound import FactorisationError
+
+        scale = scale if scale > 0 and np.isfinite(scale) else 1.0
+        while True:
+            try:
+                return factorise(self.jitter)
+            except FactorisationError:
+                new = max(10.0 * self.jitter, JITTER_RELATIVE * scale)
+                if new > JITTER_LIMIT * scale:
+                    raise NumericalError(
+                        f"The {what} could not be factorised even with jitter {self.jitter:.3g} "
+                        f"({self.jitter / scale:.1e} of its mean diagonal). Try standardising the data, "
+                        "fewer inducing points, or a larger noise variance.") from None
+                logger.warning("%s: factorising the %s failed with jitter %.3g; raising it to %.3g "
+                               "(the objective changes slightly from here on).",
+                               type(self).__name__, what, self.jitter, new)
+                self.jitter = new
+
     # ---- objective --------------------------------------------------------------
     def _evaluate(self, values: dict):
         raise NotImplementedError
 
+    @blas_pinned
     def objective_and_gradient(self, x) -> tuple[float, np.ndarray]:
-        """Objective (to maximise, nats) and its gradient w.r.t. the free vector x, (P,)."""
-        x = np.asarray(x, dtype=float)
-        value, grads = self._evaluate(self._packer.unpack(x))
-        return float(value), self._packer.pack_gradient(x, grads)
+        """Objective (to maximise, nats) and its gradient w.r.t. the free vector x, (P_free,).
 
+        Fixed parameters stay at their current values and get no gradient entry.
+        """
+        x = np.asarray(x, dtype=float)
+        with self._lock:
+            full = self._full_vector(x)
+            mask = self._free_mask
+        value, grads = self._evaluate(self._packer.unpack(full))
+        return float(value), self._packer.pack_gradient(full, grads)[mask]
+
+    @blas_pinned
     def objective(self) -> float:
-        """The objective at the current parameters, in nats."""
+        """The objective at the current parameters, in nats (all constants included)."""
         value, _ = self._evaluate(self.parameters)
         return float(value)
 
+    @blas_pinned
     def objective_gradients(self) -> dict:
-        """Gradients of the objective w.r.t. the named, constrained parameters."""
+        """Gradients of the objective w.r.t. the named, constrained parameters (fixed ones too)."""
         _, grads = self._evaluate(self.parameters)
         return grads
+
+    @blas_pinned
+    def checkgrad(self, eps: float = 1e-6, seed: int = 0, details: bool = False):
+        """Largest relative error of the analytic gradient against central differences.
+
+        For every parameter block that is not fixed, the derivative along a
+        random direction d of that block (standard normal entries, in the
+        unconstrained parameters, so positive parameters stay positive) is
+        compared with (F(x + h d) - F(x - h d)) / 2h, h = eps * max(1, max|x_block|):
+        every entry moves by about ``eps``, as in an entry-by-entry check.  The
+        error of a block is |analytic - numeric| / max(|analytic|, |numeric|,
+        1e-2 * the largest |numeric| of any block): a block whose derivative is
+        far below the others (e.g. dF/dZ of a linear kernel with M > Q, which
+        is ~0) is compared in absolute terms, so finite-difference round-off
+        does not read as a large error.  Returns the largest error, or with
+        ``details`` a dict block -> (analytic, numeric, error).
+        """
+        rng = np.random.default_rng(seed)
+        with self._lock:
+            x = self._free.copy()
+        _, grads = self._evaluate(self._packer.unpack(x))
+        g = self._packer.pack_gradient(x, grads)
+        rows = {}
+        for spec in self._packer.specs:
+            if spec.name in self._fixed or spec.size == 0:
+                continue
+            sl = self._packer._slices[spec.name]
+            d = np.zeros_like(x)
+            d[sl] = rng.standard_normal(spec.size)
+            h = eps * max(1.0, float(np.max(np.abs(x[sl]))))
+            f_up = self._evaluate(self._packer.unpack(x + h * d))[0]
+            f_down = self._evaluate(self._packer.unpack(x - h * d))[0]
+            rows[spec.name] = (float(g @ d), (f_up - f_down) / (2.0 * h))
+        scale = max([abs(n) for _, n in rows.values()], default=0.0)
+        out = {name: (a, n, abs(a - n) / max(abs(a), abs(n), 1e-2 * scale, 1e-300)) for name, (a, n) in rows.items()}
+        if details:
+            return out
+        return max([e for _, _, e in out.values()], default=0.0)
+
+    # ---- prediction and projection ------------------------------------------------
+    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
+        """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q)."""
+        raise NotImplementedError
+
+    def infer_latent(self, Ynew, observed=None, **options):
+        """Project new rows Ynew (n, D) or (D,) (NaN = unobserved, or a boolean ``observed``
+        mask of the same shape) into the latent space; returns an
+        :class:`engine.infer.LatentInference` (see :func:`engine.infer.infer_latent`)."""
+        from ..infer import infer_latent
+
+        return infer_latent(self, Ynew, observed=observed, **options)
+
+    def log_density(self, Ynew, observed=None, **options):
+        """Approximate log p(y* | Y) of new rows, nats; see :func:`engine.infer.infer_latent`."""
+        return self.infer_latent(Ynew, observed=observed, **options).log_density
 
     # ---- fitting ----------------------------------------------------------------
     def snapshot_state(self) -> dict:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._cancel import checkpoint
+from .._threads import blas_pinned
 from ..bound import CollapsedPosterior, collapsed_bound
 from ..errors import ShapeError
 from ..linalg import tri_solve
-from .base import LatentVariableModel
+from .base import JITTER_RELATIVE, LatentVariableModel
 
 
 def add_grads(total: dict, extra: dict) -> dict:
@@ -49,19 +51,28 @@ class CollapsedModel(LatentVariableModel):
         """log prior of X (sparse) or -KL (Bayesian), and its gradients."""
         raise NotImplementedError
 
+    def _base_jitter(self, values):
+        """GPy's constant: 1e-8 of the mean diagonal of Kmm."""
+        Kdiag = self.kernel_at(values).K_diag(values["Z"])
+        return JITTER_RELATIVE * max(float(np.mean(Kdiag)), 1e-300)
+
     def _bound(self, values):
         kern = self.kernel_at(values)
         Z = values["Z"]
         beta = 1.0 / float(values["noise_variance"])
         psi0, Psi1, Psi2 = self._psi_forward(kern, values)
-        bound = collapsed_bound(self.Y, psi0, Psi1, Psi2, kern.K(Z), beta)
-        self.jitter = bound.posterior.jitter
+        checkpoint()
+        Kmm = kern.K(Z)
+        bound = self._with_jitter(lambda jitter: collapsed_bound(self.Y, psi0, Psi1, Psi2, Kmm, beta, jitter),
+                                  float(np.mean(np.diag(Kmm))), "inducing-point kernel matrix Kmm")
+        checkpoint()
         return kern, bound
 
     def _evaluate(self, values):
         kern, b = self._bound(values)
         Z = values["Z"]
         grads = self._psi_backward(kern, values, b.dpsi0, b.dPsi1, b.dPsi2)
+        checkpoint()
         dKmm_params, dKmm_Z = kern.grad_params_and_X(b.dKmm, Z)
         grads["Z"] = grads["Z"] + dKmm_Z
         add_grads(grads, dKmm_params)
@@ -75,14 +86,15 @@ class CollapsedModel(LatentVariableModel):
         """Factors of q(u) at the current parameters (cached until parameters change)."""
         return self._cached(lambda values: self._bound(values)[1].posterior)
 
+    @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
-        """Predictive mean and variance at latent points (paper section 4).
+        """Predictive mean (n, D) in data units and variance (n, D) at latent points (paper section 4).
 
-        Point inputs Xnew (n, Q): mean (n, D) in data units and variance (n,),
-        k** - k*M (Kmm^-1 - (Kmm + beta Psi2)^-1) kM*, shared by all outputs.
-        Uncertain inputs (Xnew_variance (n, Q) > 0): the moments of the
-        predictive distribution under q(x*); the variance is then per output, (n, D).
-        ``include_noise`` adds the noise variance 1/beta.
+        Point inputs Xnew (n, Q): the variance k** - k*M (Kmm^-1 - (Kmm + beta Psi2)^-1) kM*
+        is the same for every output (repeated along D).  Uncertain inputs
+        (Xnew_variance (n, Q) > 0): the moments of the predictive distribution
+        under q(x*), whose variance differs per output.  ``include_noise`` adds
+        the noise variance 1/beta.
         """
         Xnew = self._check_points(Xnew)
         post = self.posterior()
@@ -94,7 +106,8 @@ class CollapsedModel(LatentVariableModel):
             a = tri_solve(post.L, Ks.T)
             b = tri_solve(post.LW, Ks.T)
             var = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
-            return Ks @ post.alpha + self.Y_mean, np.maximum(var, 0.0) + noise
+            var = np.maximum(var, 0.0) + noise
+            return Ks @ post.alpha + self.Y_mean, np.repeat(var[:, None], self.output_dim, axis=1)
         S = self._check_points(Xnew_variance, "Xnew_variance")
         if S.shape != Xnew.shape or np.any(S <= 0):
             raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")

@@ -11,7 +11,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import blas
 
-from ..linalg import chol_inverse, chol_solve, jitchol, logdet_from_chol, tri_solve
+from .._threads import blas_pinned
+from ..bound import FactorisationError
+from ..errors import UnsupportedOperationError
+from ..linalg import check_finite, chol_inverse, chol_solve, logdet_from_chol, tri_solve, try_cholesky
 from .base import LatentVariableModel, initial_X
 
 LOG_2PI = np.log(2.0 * np.pi)
@@ -52,10 +55,16 @@ class GPLVM(LatentVariableModel):
         X = values["X_mean"]
         kern = self.kernel_at(values)
         noise = float(values["noise_variance"])
-        Kn = kern.K(X)
+        Kn = check_finite(kern.K(X), "kernel matrix K")
         Kn[np.diag_indices_from(Kn)] += noise
-        L, jitter = jitchol(Kn, "kernel matrix K + noise I")
-        self.jitter = jitter
+
+        def factorise(jitter):
+            L = try_cholesky(Kn + jitter * np.eye(Kn.shape[0]) if jitter else Kn)
+            if L is None:
+                raise FactorisationError("K + noise I is not numerically positive definite.")
+            return L, jitter
+
+        L, jitter = self._with_jitter(factorise, float(np.mean(np.diag(Kn))), "kernel matrix K + noise I")
         return kern, ExactPosterior(X, L, chol_solve(L, self.Y), noise, jitter)
 
     def _evaluate(self, values):
@@ -80,14 +89,17 @@ class GPLVM(LatentVariableModel):
     def posterior(self) -> ExactPosterior:
         return self._cached(lambda values: self._factor(values)[1])
 
+    @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
-        """Predictive mean (n, D) (data units) and variance (n,) at latent points Xnew (n, Q).
+        """Predictive mean (n, D) (data units) and variance (n, D) at latent points Xnew (n, Q).
 
-        The variance k** - k*N (K + sigma^2 I)^-1 kN* is shared by all D outputs;
-        ``include_noise`` adds sigma^2.
+        The variance k** - k*N (K + sigma^2 I)^-1 kN* is the same for all D outputs
+        (repeated along D); ``include_noise`` adds sigma^2.
         """
         if Xnew_variance is not None:
-            raise NotImplementedError("The exact GP-LVM predicts at point inputs only; use BayesianGPLVM for uncertain inputs.")
+            raise UnsupportedOperationError(
+                "The exact GP-LVM predicts at point inputs only (its latents are points); "
+                "use BayesianGPLVM for uncertain inputs.")
         Xnew = self._check_points(Xnew)
         post = self.posterior()
         kern = self.kernel
@@ -98,4 +110,4 @@ class GPLVM(LatentVariableModel):
         var = np.maximum(var, 0.0)
         if include_noise:
             var = var + post.noise_variance
-        return mean, var
+        return mean, np.repeat(var[:, None], self.output_dim, axis=1)

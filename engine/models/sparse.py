@@ -15,7 +15,7 @@ from .gplvm import log_prior
 class SparseGPLVM(CollapsedModel):
     """Sparse GP-LVM with MAP latent points X (N, Q) and inducing inputs Z (M, Q)."""
 
-    objective_name = "log-likelihood bound"
+    objective_name = "ELBO"
 
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
                  Z=None, noise_variance=None):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from engine.errors import OptimizationError
+import engine
 from engine.optimize import OPTIMIZERS, FitResult, Snapshot, fit
 
 
@@ -417,16 +418,16 @@ def test_callback_exception_propagates_and_model_is_at_best(optimizer):
 
 
 def test_unknown_optimizer_lists_the_valid_names():
-    with pytest.raises(ValueError, match="'lbfgs', 'scg', 'adam'"):
+    with pytest.raises(engine.ConfigurationError, match="'lbfgs', 'scg', 'adam'"):
         fit(Quadratic(), optimizer="newton")
 
 
 def test_unknown_option_is_rejected_with_the_valid_ones():
-    with pytest.raises(TypeError, match="learning_rate"):
+    with pytest.raises(engine.ConfigurationError, match="learning_rate"):
         fit(Quadratic(), optimizer="adam", learnig_rate=0.1)
 
 
 @pytest.mark.parametrize("bad", [-1, 2.5, True])
 def test_invalid_max_iters_is_rejected(bad):
-    with pytest.raises(ValueError, match="max_iters"):
+    with pytest.raises(engine.ConfigurationError, match="max_iters"):
         fit(Quadratic(), max_iters=bad)
