@@ -1,5 +1,7 @@
 """``gplvm-explorer [FILE]``: serve the app (``--port``, ``--address``, ``--show``).
 
+``gplvm-explorer fit FILE ... -o model.npz``: fit headless (see `gplvm_explorer.fit_command`).
+
 FILE (optional) is a CSV / TSV / TXT / NPY / NPZ file read from disk and
 offered in every browser session, with no upload: the way to explore files
 bigger than the upload limit. The server's websocket message limit is set
@@ -48,6 +50,11 @@ def check_file(path: str) -> tuple[Path | None, str]:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["fit"]:  # `gplvm-explorer fit FILE ...`: headless fit (gplvm_explorer.fit_command)
+        from gplvm_explorer import fit_command
+
+        return fit_command.main(argv[1:])
     args = parse_args(argv)
     if args.max_trainings is not None:
         if args.max_trainings < 1:
