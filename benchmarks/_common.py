@@ -120,12 +120,14 @@ def time_interleaved(calls: dict, repeats: int = 7, warmup: int = 1) -> dict:
     return out
 
 
-def interleaved_over_threads(calls: dict, repeats: int, thread_counts=(1, 2), warmup: int = 1):
+def interleaved_over_threads(calls: dict, repeats: int, thread_counts=(1, 2), warmup: int = 1,
+                             quiet: bool = False):
     """:func:`time_interleaved` under each BLAS thread count; prints one line per (count, name).
 
-    Returns (results {n: {name: Timing}}, best {name: n}), best being the
-    thread count of each name's lowest minimum. Without threadpoolctl only the
-    default setting is measured (key ``None``).
+    A count of ``None`` is the default setting: no limit is set around the
+    calls. Returns (results {n: {name: Timing}}, best {name: n}), best being
+    the thread count of each name's lowest minimum. Without threadpoolctl only
+    the default setting is measured (key ``None``).
     """
     if threadpoolctl is None:
         thread_counts = (None,)
@@ -133,8 +135,9 @@ def interleaved_over_threads(calls: dict, repeats: int, thread_counts=(1, 2), wa
     for n in thread_counts:
         with blas_threads(n):
             results[n] = time_interleaved(calls, repeats=repeats, warmup=warmup)
-        for name, t in results[n].items():
-            print(f"  BLAS threads={n if n is not None else 'default'}  {name:<14} {t}", flush=True)
+        if not quiet:
+            for name, t in results[n].items():
+                print(f"  BLAS threads={n if n is not None else 'default'}  {name:<14} {t}", flush=True)
     best = {name: min(results, key=lambda n: results[n][name].min) for name in calls}
     return results, best
 
@@ -147,7 +150,7 @@ def perturbed(x: np.ndarray, count: int = 3, scale: float = 1e-7, seed: int = 0)
 
 # ------------------------------------------------------------------ threading
 def blas_threads(n: int | None):
-    """Context manager limiting BLAS to ``n`` threads (``None``: no change)."""
+    """Context manager limiting BLAS to ``n`` threads by hand (``None``: no change, the default settings)."""
     if n is None or threadpoolctl is None:
         return contextlib.nullcontext()
     return threadpoolctl.threadpool_limits(limits=n, user_api="blas")
@@ -196,7 +199,7 @@ def environment_summary() -> str:
                      f"({numba.config.NUMBA_NUM_THREADS} threads)")
     except ImportError:
         pass
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                 "NUMBA_NUM_THREADS"):
         if var in os.environ:
             lines.append(f"{var}={os.environ[var]}")

@@ -15,9 +15,11 @@ through :data:`REGISTRY` by ``kernel.name``; sums are handled by
 :class:`~engine.errors.UnsupportedKernelError`.
 
 Performance: the RBF Psi2 loops run on numba.get_num_threads() threads
-(see :mod:`engine.psi.rbf`); keep BLAS to one thread while they run (e.g.
-``threadpoolctl.threadpool_limits(1)`` or ``OPENBLAS_NUM_THREADS=1``),
-otherwise the two sets of threads fight over the cores.  Compiled code is
+(see :mod:`engine.psi.rbf`); :func:`compute`, :func:`gradients` and
+:func:`warm_up` hold BLAS to one thread while they run
+(:func:`engine._threads.blas_pinned`: a few microseconds per call), since
+otherwise OpenBLAS's threads and numba's fight over the cores.  The results
+do not depend on the number of threads (fixed summation order).  Compiled code is
 cached on disk; call :func:`warm_up` once in the background at start-up so
 the first real call does not wait for the JIT (~10 s cold, < 1 s cached).
 """
@@ -27,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._threads import blas_pinned
 from ..errors import ShapeError, UnsupportedKernelError
 from . import bias, linear, rbf, white
 from . import sum as _sum
@@ -175,6 +178,7 @@ def _validate(kernel, Z, mu, S):
 # ------------------------------------------------------------------ public
 
 
+@blas_pinned
 def compute(kernel, Z, mu, S) -> PsiStats:
     """psi0, Psi1 (N, M) and Psi2 (M, M) of ``kernel`` under q(X).
 
@@ -190,6 +194,7 @@ def compute(kernel, Z, mu, S) -> PsiStats:
     return PsiStats(float(psi0), Psi1, Psi2)
 
 
+@blas_pinned
 def gradients(kernel, Z, mu, S, dL_dpsi0, dL_dPsi1, dL_dPsi2) -> PsiGradients:
     """Gradients of L = dL_dpsi0 psi0 + sum(dL_dPsi1 * Psi1) + sum(dL_dPsi2 * Psi2).
 
@@ -223,6 +228,7 @@ def gradients(kernel, Z, mu, S, dL_dpsi0, dL_dPsi1, dL_dPsi2) -> PsiGradients:
     return PsiGradients(out_params, dZ, dmu, dS)
 
 
+@blas_pinned
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) the numba loops on a tiny problem."""
     rng = np.random.default_rng(0)

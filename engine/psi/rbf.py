@@ -30,9 +30,15 @@ in L1.  Every block is first copied into C-contiguous buffers: views of the
 (M, N) arrays have a runtime row stride, and LLVM then gathers.  Nothing of
 size N x M x M is stored, except as below.
 
-Threads: the blocks are split into ``numba.get_num_threads()`` shares, each
-with its own accumulators (summed at the end, no races), run by a small
-thread pool; the compiled functions release the GIL.  This replaced
+Threads and summation order: the blocks form ``min(blocks, _GROUPS)`` groups
+of consecutive blocks, as equal as they can be (:func:`_group_bounds`: they
+depend on N alone, never on the thread count).  Each group sums its blocks in
+order into its own accumulators, and the group partials are added in group
+order at the end.  The groups are split into
+``numba.get_num_threads()`` contiguous shares run by a small thread pool (the
+compiled functions release the GIL), so the threads only decide who computes
+a group, not the order of any sum: the results are bitwise the same for any
+number of threads.  This replaced
 ``parallel=True``: under the "omp" layer, waiting OpenMP threads spin, and on
 a machine that also runs the web server, other sessions or BLAS the parallel
 region was several times slower than this pool (N=1000, M=50, Q=10 on a
@@ -75,6 +81,12 @@ CROSS = None
 #: Data points per block of the compiled loops (a multiple of the SIMD width).
 _BLOCK = 64
 
+#: Groups of blocks with their own accumulators (fewer when there are fewer
+#: blocks; see :func:`_group_bounds`).  Each group ends with an O(M^2 Q) step
+#: (its share of the Z gradient, ~5% of the backward work of one block), so
+#: groups are kept few and large; 8 share evenly between 1, 2, 4 or 8 threads.
+_GROUPS = 8
+
 
 # ----------------------------------------------------------------- compiled
 
@@ -109,12 +121,15 @@ def _row_setup(cb, Ub, Rb, Z, m, W, base):
 
 
 @njit(**JIT)
-def _psi2_forward_blocks(c, Ut, Rt, Z, b_lo, b_hi, acc, Es):
-    """acc[p] += sum over the points of blocks b_lo..b_hi-1 of Psi2_n (packed).
+def _psi2_forward_blocks(c, Ut, Rt, Z, g_lo, g_hi, bounds, acc, Es):
+    """acc[g, p] = sum over the points of group g of Psi2_n (packed), for groups g_lo..g_hi-1.
+
+    Group g is the blocks bounds[g] .. bounds[g + 1] - 1, summed in order (the
+    order does not depend on how groups are shared among threads).
 
     c: (Npad,); Ut: (M, Npad) = U^T; Rt: (Q, Npad) = R^T (Npad a multiple of
     the block size; padding has c = 1e300, so it contributes exactly 0);
-    Z: (M, Q); acc: (M(M+1)/2,), p = m(m+1)/2 + m' for m' <= m.
+    Z: (M, Q); acc: (groups, M(M+1)/2) of zeros, p = m(m+1)/2 + m' for m' <= m.
     Es: (Npad / B, M(M+1)/2, B) receives every Psi2_n[m, m'] (Es[b, p, i] for
     point b B + i) for :func:`_psi2_backward_blocks`, or has size 0 (not kept).
 
@@ -132,7 +147,11 @@ def _psi2_forward_blocks(c, Ut, Rt, Z, b_lo, b_hi, acc, Es):
     cb = np.empty(_BLOCK)
     Ub = np.empty((M, _BLOCK))
     Rb = np.empty((Q, _BLOCK))
-    for b in range(b_lo, b_hi):
+    g = g_lo
+    for b in range(bounds[g_lo], bounds[g_hi]):
+        while b >= bounds[g + 1]:
+            g += 1
+        ag = acc[g]
         _load_block(c, Ut, Rt, b * _BLOCK, cb, Ub, Rb)
         for m in range(M):
             _row_setup(cb, Ub, Rb, Z, m, W, base)
@@ -152,17 +171,18 @@ def _psi2_forward_blocks(c, Ut, Rt, Z, b_lo, b_hi, acc, Es):
                 else:
                     for i in range(_BLOCK):
                         s += _exp1(base[i] - u[i] - e[i])
-                acc[p0 + m2] += s
+                ag[p0 + m2] += s
 
 
 @njit(**JIT)
-def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, b_lo, b_hi, r, H, KZ, Es):
-    """Reductions of T_n = sym(dL_dPsi2) * Psi2_n for the points of blocks b_lo..b_hi-1.
+def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
+    """Reductions of T_n = sym(dL_dPsi2) * Psi2_n for the points of groups g_lo..g_hi-1.
 
     c, Ut, Rt, Z: as in :func:`_psi2_forward_blocks`; Gp: (M(M+1)/2,) packed
     lower triangle of sym(dL_dPsi2).  With Y_n = T_n Z (M, Q) and
     r_n = T_n 1 (M,), writes r[n] (rows of (Npad, M)), H[n, q] = sum_m z_mq Y_n[m, q]
-    (rows of (Npad, Q)) and adds KZ[m, q] += sum_n R[n, q] Y_n[m, q] ((M, Q)).
+    (rows of (Npad, Q)) and writes KZ[g, m, q] = sum_{n in group g} R[n, q] Y_n[m, q]
+    (as KZ[g] (Q, M), transposed; groups of blocks as in :func:`_psi2_forward_blocks`).
     Es: the Psi2_n kept by :func:`_psi2_forward_blocks` (read instead of
     recomputing the exponentials), or of size 0.
 
@@ -172,8 +192,9 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, b_lo, b_hi, r, H, KZ, Es):
     Per block of points and row m, with Er = Psi2_n[m, :m+1] over the block
     ((m+1, B): kept by the forward pass or recomputed) and g = Gs[m, :m+1]:
     Ym^T = Er^T [g Z, g] ((B, Q+1), one GEMM: row parts of T_n Z and T_n 1),
-    D = Er R_block ((m+1, Q), one GEMM) is summed over the blocks (KZ is linear
-    in it, with coefficients from Z and Gp alone, so KZ is formed once at the end),
+    D = Er R_block ((m+1, Q), one GEMM) is summed over the blocks of a group (KZ
+    is linear in it, with coefficients from Z and Gp alone, so KZ[g] is formed
+    once per group),
     and the mirror half of r is one FMA per element (rb[m2] += g[m2] Er[m2]),
     fused into the exp pass when Er is recomputed.
     """
@@ -188,88 +209,119 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, b_lo, b_hi, r, H, KZ, Es):
     YmT = np.empty((_BLOCK, Q + 1))
     D = np.empty((M, Q))
     Df = D.reshape(M * Q)
-    Dacc = np.zeros(P * Q)  # packed (P, Q): sum over blocks of D, row m at p0 = m(m+1)/2
+    Dacc = np.empty(P * Q)  # packed (P, Q): sum over a group's blocks of D, row m at p0 = m(m+1)/2
+    ZT = np.ascontiguousarray(Z.T)
+    T = np.empty((Q, M))
     rb = np.empty((M, _BLOCK))
     Hb = np.empty((Q, _BLOCK))
     cb = np.empty(_BLOCK)
     Ub = np.empty((M, _BLOCK))
     Rb = np.empty((Q, _BLOCK))
     RbT = np.empty((_BLOCK, Q))
-    for b in range(b_lo, b_hi):
-        n0 = b * _BLOCK
-        _load_block(c, Ut, Rt, n0, cb, Ub, Rb)
-        for q in range(Q):
-            for i in range(_BLOCK):
-                RbT[i, q] = Rb[q, i]
-        rb[:] = 0.0
-        Hb[:] = 0.0
-        for m in range(M):
-            p0 = m * (m + 1) // 2
-            for m2 in range(m + 1):
-                gm = Gp[p0 + m2]
-                for q in range(Q):
-                    ZgT[m2, q] = gm * Z[m2, q]
-                ZgT[m2, Q] = gm
-            if stored:
-                Er = Es[b, p0:p0 + m + 1]
-                for m2 in range(m):
-                    gm = Gp[p0 + m2]
-                    e = Er[m2]
-                    rr = rb[m2]
-                    for i in range(_BLOCK):
-                        rr[i] += gm * e[i]
-            else:
-                _row_setup(cb, Ub, Rb, Z, m, W, base)
-                Er = Ebuf[:m + 1]
-                np.dot(Z[:m + 1], W, Er)
-                for m2 in range(m):
-                    gm = Gp[p0 + m2]
-                    e = Er[m2]
-                    u = Ub[m2]
-                    rr = rb[m2]
-                    for i in range(_BLOCK):
-                        x = _exp1(base[i] - u[i] - e[i])
-                        e[i] = x
-                        rr[i] += gm * x
-                e = Er[m]
-                u = Ub[m]
-                for i in range(_BLOCK):
-                    e[i] = _exp1(base[i] - u[i] - e[i])
-            np.dot(Er.T, ZgT[:m + 1], YmT)
-            np.dot(Er, RbT, D[:m + 1])
-            k0 = p0 * Q
-            for k in range((m + 1) * Q):
-                Dacc[k0 + k] += Df[k]
-            gd = Gp[p0 + m]
-            ed = Er[m]
-            for i in range(_BLOCK):
-                rb[m, i] += YmT[i, Q]
+    for g in range(g_lo, g_hi):
+        Dacc[:] = 0.0
+        for b in range(bounds[g], bounds[g + 1]):
+            n0 = b * _BLOCK
+            _load_block(c, Ut, Rt, n0, cb, Ub, Rb)
             for q in range(Q):
-                zq = Z[m, q]
                 for i in range(_BLOCK):
-                    Hb[q, i] += zq * (2.0 * YmT[i, q] - gd * ed[i] * zq)
-        for i in range(_BLOCK):
-            n = n0 + i
+                    RbT[i, q] = Rb[q, i]
+            rb[:] = 0.0
+            Hb[:] = 0.0
             for m in range(M):
-                r[n, m] = rb[m, i]
-            for q in range(Q):
-                H[n, q] = Hb[q, i]
-    # KZ[m] += sum_{m2 <= m} g D[m2] z_m2 (row part), KZ[m2] += g D[m2] z_m for m2 < m (mirror)
+                p0 = m * (m + 1) // 2
+                for m2 in range(m + 1):
+                    gm = Gp[p0 + m2]
+                    for q in range(Q):
+                        ZgT[m2, q] = gm * Z[m2, q]
+                    ZgT[m2, Q] = gm
+                if stored:
+                    Er = Es[b, p0:p0 + m + 1]
+                    for m2 in range(m):
+                        gm = Gp[p0 + m2]
+                        e = Er[m2]
+                        rr = rb[m2]
+                        for i in range(_BLOCK):
+                            rr[i] += gm * e[i]
+                else:
+                    _row_setup(cb, Ub, Rb, Z, m, W, base)
+                    Er = Ebuf[:m + 1]
+                    np.dot(Z[:m + 1], W, Er)
+                    for m2 in range(m):
+                        gm = Gp[p0 + m2]
+                        e = Er[m2]
+                        u = Ub[m2]
+                        rr = rb[m2]
+                        for i in range(_BLOCK):
+                            x = _exp1(base[i] - u[i] - e[i])
+                            e[i] = x
+                            rr[i] += gm * x
+                    e = Er[m]
+                    u = Ub[m]
+                    for i in range(_BLOCK):
+                        e[i] = _exp1(base[i] - u[i] - e[i])
+                np.dot(Er.T, ZgT[:m + 1], YmT)
+                np.dot(Er, RbT, D[:m + 1])
+                k0 = p0 * Q
+                for k in range((m + 1) * Q):
+                    Dacc[k0 + k] += Df[k]
+                gd = Gp[p0 + m]
+                ed = Er[m]
+                for i in range(_BLOCK):
+                    rb[m, i] += YmT[i, Q]
+                for q in range(Q):
+                    zq = Z[m, q]
+                    for i in range(_BLOCK):
+                        Hb[q, i] += zq * (2.0 * YmT[i, q] - gd * ed[i] * zq)
+            for i in range(_BLOCK):
+                n = n0 + i
+                for m in range(M):
+                    r[n, m] = rb[m, i]
+                for q in range(Q):
+                    H[n, q] = Hb[q, i]
+        _kz_of_group(ZT, Gp, Dacc, T, KZ[g])
+
+
+@njit(**JIT)
+def _kz_of_group(ZT, Gp, Dacc, T, KZT):
+    """KZT (Q, M) of zeros += the group's part of KZ^T from its summed D (Dacc, packed (P, Q)).
+
+    With t[m2, q] = g[m, m2] D[m, m2, q]: KZ[m, q] += sum_{m2 <= m} t z_m2q (row
+    part) and KZ[m2, q] += t z_mq for m2 < m (mirror).  Row m's t is first
+    copied transposed into T (Q, M), so the loops over m2 are unit-stride.
+    """
+    Q, M = ZT.shape
     for m in range(M):
         p0 = m * (m + 1) // 2
         for m2 in range(m + 1):
-            gm = Gp[p0 + m2]
+            g = Gp[p0 + m2]
             k0 = (p0 + m2) * Q
             for q in range(Q):
-                d = gm * Dacc[k0 + q]
-                KZ[m, q] += d * Z[m2, q]
-                if m2 < m:
-                    KZ[m2, q] += d * Z[m, q]
+                T[q, m2] = g * Dacc[k0 + q]
+        for q in range(Q):
+            zmq = ZT[q, m]
+            s = 0.0
+            for m2 in range(m):
+                t = T[q, m2]
+                s += t * ZT[q, m2]
+                KZT[q, m2] += t * zmq
+            KZT[q, m] += s + T[q, m] * zmq
 
 
-def _nthread(nblock):
-    """Threads worth using: numba's thread count, at most one per block of points."""
-    return max(1, min(numba.get_num_threads(), nblock))
+def _group_bounds(nblock):
+    """First block of each group and the end, (groups + 1,): min(nblock, _GROUPS) groups of
+    consecutive blocks whose sizes differ by at most one.
+
+    A function of the problem size alone (never of the thread count): the
+    groups fix the summation order of every reduction over points.
+    """
+    ngroup = max(1, min(nblock, _GROUPS))
+    return np.array([g * nblock // ngroup for g in range(ngroup + 1)], dtype=np.int64)
+
+
+def _nthread(ngroup):
+    """Threads worth using: numba's thread count, at most one per group of blocks."""
+    return max(1, min(numba.get_num_threads(), ngroup))
 
 
 _POOL = None
@@ -284,17 +336,19 @@ def _pool():
         return _POOL
 
 
-def _run_shares(fn, nblock, args_of_share):
-    """Run fn(*args_of_share(t, b_lo, b_hi)) for the shares t of range(nblock).
+def _run_shares(fn, ngroup, args_of_share):
+    """Run fn(*args_of_share(g_lo, g_hi)) for contiguous shares of range(ngroup), one per thread.
 
     The compiled functions release the GIL, so shares run in parallel on a
     small thread pool (the caller runs share 0 itself).  Waiting threads
     sleep instead of spinning, unlike an OpenMP barrier: on a machine also
     running the web server, another training session or BLAS, this was
     several times faster than ``parallel=True`` under the "omp" layer.
+    Each group has its own accumulators, so which thread runs a group does
+    not change any result.
     """
-    nthread = _nthread(nblock)
-    shares = [(t, t * nblock // nthread, (t + 1) * nblock // nthread) for t in range(nthread)]
+    nthread = _nthread(ngroup)
+    shares = [(t * ngroup // nthread, (t + 1) * ngroup // nthread) for t in range(nthread)]
     futures = [_pool().submit(fn, *args_of_share(*share)) for share in shares[1:]]
     fn(*args_of_share(*shares[0]))
     for f in futures:
@@ -314,6 +368,14 @@ def _pad(c, Ut, Rt):
     Rp = np.zeros((Rt.shape[0], Npad))
     Rp[:, :N] = Rt
     return cp, Up, Rp
+
+
+def _sum_rows(parts):
+    """parts[0] + parts[1] + ... in this order (the group partials; a fixed order, whatever the threads)."""
+    out = parts[0].copy()
+    for part in parts[1:]:
+        out += part
+    return out
 
 
 #: Empty stand-in for the kept Psi2_n when they are not kept.
@@ -336,9 +398,11 @@ def _psi2_packed(c, Ut, Rt, Z, keep=False):
     M = Z.shape[0]
     P = M * (M + 1) // 2
     Es = np.empty((nblock, P, _BLOCK)) if keep and nblock * P * _BLOCK <= _KEEP_LIMIT else _NOT_KEPT
-    acc = np.zeros((_nthread(nblock), P))
-    _run_shares(_psi2_forward_blocks, nblock, lambda t, lo, hi: (c, Ut, Rt, Z, lo, hi, acc[t], Es))
-    packed = acc.sum(axis=0)
+    bounds = _group_bounds(nblock)
+    ngroup = bounds.shape[0] - 1
+    acc = np.zeros((ngroup, P))
+    _run_shares(_psi2_forward_blocks, ngroup, lambda lo, hi: (c, Ut, Rt, Z, lo, hi, bounds, acc, Es))
+    packed = _sum_rows(acc)
     if keep:
         return packed, (Es if Es.size else None)
     return packed
@@ -358,9 +422,11 @@ def _psi2_reductions(c, Ut, Rt, Z, Gp, kept=None):
     H = np.empty((Npad, Q))
     nblock = Npad // _BLOCK
     Es = _NOT_KEPT if kept is None else kept
-    KZ = np.zeros((_nthread(nblock), M, Q))
-    _run_shares(_psi2_backward_blocks, nblock, lambda t, lo, hi: (c, Ut, Rt, Z, Gp, lo, hi, r, H, KZ[t], Es))
-    return r[:N], H[:N], KZ.sum(axis=0)
+    bounds = _group_bounds(nblock)
+    ngroup = bounds.shape[0] - 1
+    KZ = np.zeros((ngroup, Q, M))  # KZ^T of each group
+    _run_shares(_psi2_backward_blocks, ngroup, lambda lo, hi: (c, Ut, Rt, Z, Gp, lo, hi, bounds, r, H, KZ, Es))
+    return r[:N], H[:N], np.ascontiguousarray(_sum_rows(KZ).T)
 
 
 # ----------------------------------------------------------------- forward cache

@@ -175,22 +175,49 @@ def test_rbf_underflow_is_zero_not_garbage():
     assert fast[2][0, 1] == 0.0
 
 
-def test_rbf_same_with_one_or_many_threads():
-    _, Z, mu, S = problem(300, 7, 3, seed=5)
+@pytest.mark.parametrize("N, groups", [(300, None), (1000, None), (1000, 3), (1000, 1)])
+def test_rbf_bitwise_same_with_any_thread_count(N, groups, monkeypatch):
+    # fixed groups of row blocks, summed in a fixed order: the thread count
+    # decides who computes a group, never the summation order.  N = 300 is five
+    # blocks, a group each; N = 1000 is 16 blocks: 8 groups of 2 (default),
+    # groups of 5, 5, 6, or one group of all.
+    if groups is not None:
+        monkeypatch.setattr(rbf, "_GROUPS", groups)
+    _, Z, mu, S = problem(N, 7, 3, seed=5)
     ell = np.array([0.8, 1.1, 1.5])
-    G1 = np.ones((300, 7))
+    G1 = np.ones((N, 7))
     G2 = np.random.default_rng(1).standard_normal((7, 7))
     before = numba.get_num_threads()
+    results = {}
     try:
-        numba.set_num_threads(1)
-        one = rbf.psi_stats(1.2, ell, Z, mu, S)[2], rbf.psi_gradients(0.1, G1, G2, 1.2, ell, Z, mu, S)
-        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-        many = rbf.psi_stats(1.2, ell, Z, mu, S)[2], rbf.psi_gradients(0.1, G1, G2, 1.2, ell, Z, mu, S)
+        for n in sorted({1, 2, numba.config.NUMBA_NUM_THREADS}):
+            if n > numba.config.NUMBA_NUM_THREADS:
+                continue
+            numba.set_num_threads(n)
+            stats = rbf.psi_stats(1.2, ell, Z, mu, S)
+            kept = rbf.psi_gradients(0.1, G1, G2, 1.2, ell, Z, mu, S)  # reuses the forward pass
+            rbf._LAST.forward = None
+            fresh = rbf.psi_gradients(0.1, G1, G2, 1.2, ell, Z, mu, S)  # recomputes Psi2_n
+            results[n] = stats, kept, fresh
     finally:
         numba.set_num_threads(before)
-    assert rel(one[0], many[0]) < 1e-12
-    for key in ("Z", "mu", "S", "lengthscales"):
-        assert rel(one[1][key], many[1][key]) < 1e-10
+    ref_stats, ref_kept, ref_fresh = results[1]
+    assert rel(ref_stats[2], ref_rbf(1.2, ell, Z, mu, S)[2]) < 1e-10
+    for n, (stats, kept, fresh) in results.items():
+        assert np.array_equal(stats[2], ref_stats[2]), n
+        for key in ("Z", "mu", "S", "lengthscales", "variance"):
+            assert np.array_equal(kept[key], ref_kept[key]), (n, key)
+            assert np.array_equal(fresh[key], ref_fresh[key]), (n, key)
+
+
+def test_rbf_groups_depend_on_size_only():
+    assert rbf._group_bounds(1).tolist() == [0, 1]
+    assert rbf._group_bounds(5).tolist() == [0, 1, 2, 3, 4, 5]
+    for nb in (rbf._GROUPS, rbf._GROUPS + 1, 16, 157, 1563):  # 1563 blocks: N = 100000
+        bounds = rbf._group_bounds(nb)
+        sizes = np.diff(bounds)
+        assert bounds[0] == 0 and bounds[-1] == nb and len(sizes) == rbf._GROUPS
+        assert sizes.min() >= 1 and sizes.max() - sizes.min() <= 1
 
 
 def test_vectorised_exp_accuracy():
