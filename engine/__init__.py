@@ -11,12 +11,14 @@ from .errors import (ConfigurationError, EngineError, NumericalError, Optimizati
                      UnsupportedKernelError, UnsupportedOperationError)
 from .infer import LatentInference
 from .models.bayesian import BayesianGPLVM
+from .models.dynamical import DynamicalBGPLVM
 from .models.gplvm import GPLVM
+from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
 from .optimize import FitResult, Snapshot, fit
 
 __all__ = [
-    "BayesianGPLVM", "ConfigurationError", "EngineError", "FitResult", "GPLVM", "LatentInference",
-    "NumericalError", "OptimizationError", "ParameterError", "ShapeError", "Snapshot", "SparseGPLVM",
-    "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
+    "BayesianGPLVM", "ConfigurationError", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM",
+    "LatentInference", "MRD", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
+    "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
 ]

@@ -13,11 +13,13 @@ import numpy as np
 from .errors import EngineError
 from .kernels import kernel_from_spec
 from .models.bayesian import BayesianGPLVM
+from .models.dynamical import DynamicalBGPLVM
 from .models.gplvm import GPLVM
+from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
 
 FORMAT_VERSION = 1
-MODEL_CLASSES = {cls.__name__: cls for cls in (GPLVM, SparseGPLVM, BayesianGPLVM)}
+MODEL_CLASSES = {cls.__name__: cls for cls in (GPLVM, SparseGPLVM, BayesianGPLVM, DynamicalBGPLVM, MRD)}
 
 
 class ModelFileError(EngineError, ValueError):
@@ -37,6 +39,8 @@ def model_arrays(model) -> dict:
     }
     for name, value in model.parameters.items():
         arrays[f"param/{name}"] = np.asarray(value, dtype=float)
+    if hasattr(model, "_saved_arrays"):  # models with more than Y, X and one kernel (times, views)
+        arrays.update(model._saved_arrays())
     return arrays
 
 
@@ -63,11 +67,14 @@ def load_model(path):
         raise ModelFileError(f"Not a GPLVM Explorer model file (missing or bad entry: {exc}).") from exc
     if version > FORMAT_VERSION:
         raise ModelFileError(f"Model file format {version} is newer than this version supports ({FORMAT_VERSION}).")
-    kwargs = {"X": params["X_mean"]}
+    kwargs = {"X": params.get("X_mean")}
     if "Z" in params:
         kwargs["Z"] = params["Z"]
     try:
-        model = cls(Y, latent_dim, kernel=kernel, **kwargs)
+        if hasattr(cls, "_from_saved"):
+            model = cls._from_saved(Y, arrays, params)
+        else:
+            model = cls(Y, latent_dim, kernel=kernel, **kwargs)
         model.set_parameters(**params)
         if "jitter" in arrays:  # part of the objective: the loaded model's bound equals the saved one's
             model.jitter = float(arrays["jitter"])
