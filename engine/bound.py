@@ -112,23 +112,33 @@ def collapsed_factors(Psi1TY: np.ndarray, Psi2: np.ndarray, Kmm: np.ndarray, bet
     return L, LB, V, tri_solve(LB, V), A
 
 
-def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarray,
-                    Kmm: np.ndarray, beta: float, jitter: float = 0.0) -> CollapsedBound:
-    """The collapsed bound F and its gradients.
+class StatsBound(NamedTuple):
+    """F (nats, without KL) from sufficient statistics, and its gradients w.r.t. them."""
 
-    Y: (N, D) centred outputs; psi0: scalar; Psi1: (N, M); Psi2: (M, M) summed over n;
-    Kmm: (M, M) inducing kernel matrix; ``jitter`` is added to its diagonal (it is
-    part of the function: the gradients are those of F at Kmm + jitter I);
-    beta: noise precision (1 / noise variance).
+    value: float
+    dpsi0: float
+    dP: np.ndarray  # (M, D): dF/d(Psi1^T Y)
+    dPsi2: np.ndarray  # (M, M), symmetric
+    dKmm: np.ndarray  # (M, M), symmetric
+    dbeta: float
+    posterior: CollapsedPosterior
+
+
+def collapsed_bound_stats(N: int, D: int, trYY: float, psi0: float, P: np.ndarray, Psi2: np.ndarray,
+                          Kmm: np.ndarray, beta: float, jitter: float = 0.0) -> StatsBound:
+    """The collapsed bound from the sufficient statistics of the data.
+
+    N rows and D outputs; trYY = tr(Y^T Y); psi0: scalar; P = Psi1^T Y, (M, D);
+    Psi2: (M, M) summed over rows; Kmm: (M, M), ``jitter`` added to its diagonal
+    (part of the function); beta: noise precision.  Everything the bound needs
+    of Y and of the latents is in these sums over rows, which is what lets them
+    be computed over row groups (missing data) or chunks on other machines.
     """
-    N, D = Y.shape
     M = Kmm.shape[0]
     eye = np.eye(M)
     if jitter:
         Kmm = Kmm + jitter * eye
-    P = Psi1.T @ Y  # (M, D)
     L, LB, V, C, A = collapsed_factors(P, Psi2, Kmm, beta)
-    trYY = float(np.sum(Y * Y))
     trA = float(np.trace(A))
     CC = float(np.sum(C * C))
     value = (-0.5 * N * D * LOG_2PI + 0.5 * N * D * np.log(beta)
@@ -145,7 +155,6 @@ def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarr
     dV = beta**2 * Cw
     dPsi2 = _sym(_unwhiten_both(L, dA))
     WiP = tri_solve(L, Cw, trans=True)  # W^-1 P = L^-T B^-1 V, (M, D)
-    dPsi1 = beta**2 * (Y @ WiP.T)
 
     # F through L at fixed Psi2 and P: with X = L^-1 dL, dA = -X A - A X^T and
     # dV = -X V, so dF = tr(Gamma X) with Gamma = -(2 A dF/dA + V dF/dV^T).
@@ -155,7 +164,21 @@ def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarr
              + beta * CC - 0.5 * beta**2 * float(np.sum(G * A)) - 0.5 * D * psi0 + 0.5 * D * trA)
 
     posterior = CollapsedPosterior(L=L, LB=LB, LW=L @ LB, alpha=beta * WiP, beta=beta, jitter=float(jitter))
-    return CollapsedBound(value, -0.5 * beta * D, dPsi1, dPsi2, dKmm, dbeta, posterior)
+    return StatsBound(value, -0.5 * beta * D, beta**2 * WiP, dPsi2, dKmm, dbeta, posterior)
+
+
+def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarray,
+                    Kmm: np.ndarray, beta: float, jitter: float = 0.0) -> CollapsedBound:
+    """The collapsed bound F and its gradients.
+
+    Y: (N, D) centred outputs; psi0: scalar; Psi1: (N, M); Psi2: (M, M) summed over n;
+    Kmm: (M, M) inducing kernel matrix; ``jitter`` is added to its diagonal (it is
+    part of the function: the gradients are those of F at Kmm + jitter I);
+    beta: noise precision (1 / noise variance).
+    """
+    N, D = Y.shape
+    b = collapsed_bound_stats(N, D, float(np.sum(Y * Y)), psi0, Psi1.T @ Y, Psi2, Kmm, beta, jitter)
+    return CollapsedBound(b.value, b.dpsi0, Y @ b.dP.T, b.dPsi2, b.dKmm, b.dbeta, b.posterior)
 
 
 def gaussian_kl(mu: np.ndarray, S: np.ndarray) -> float:

@@ -13,13 +13,16 @@ import numpy as np
 from .errors import EngineError
 from .kernels import kernel_from_spec
 from .models.bayesian import BayesianGPLVM
+from .models.deep import DeepGP
 from .models.dynamical import DynamicalBGPLVM
 from .models.gplvm import GPLVM
 from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
+from .models.stochastic import StochasticBayesianGPLVM
 
 FORMAT_VERSION = 1
-MODEL_CLASSES = {cls.__name__: cls for cls in (GPLVM, SparseGPLVM, BayesianGPLVM, DynamicalBGPLVM, MRD)}
+MODEL_CLASSES = {cls.__name__: cls for cls in (GPLVM, SparseGPLVM, BayesianGPLVM, DeepGP, DynamicalBGPLVM, MRD,
+                                                  StochasticBayesianGPLVM)}
 
 
 class ModelFileError(EngineError, ValueError):
@@ -32,14 +35,16 @@ def model_arrays(model) -> dict:
         "format_version": np.array(FORMAT_VERSION),
         "model_class": np.array(type(model).__name__),
         "kernel_spec": np.array(json.dumps(model._kernel.to_spec())),
-        "Y": model.Y + model.Y_mean,
+        "Y": model._Y_data,  # as given, NaN where missing: the loaded model is built the same way
         "latent_dim": np.array(model.latent_dim),
         "jitter": np.array(float(model.jitter)),
         "fixed": np.array(sorted(model.fixed), dtype=str),
     }
     for name, value in model.parameters.items():
         arrays[f"param/{name}"] = np.asarray(value, dtype=float)
-    if hasattr(model, "_saved_arrays"):  # models with more than Y, X and one kernel (times, views)
+    # the unconstrained vector itself: re-packing the constrained values would round in the last bits
+    arrays["free_vector"] = np.asarray(model._free, dtype=float)
+    if hasattr(model, "_saved_arrays"):  # models with more than one kernel (DeepGP)
         arrays.update(model._saved_arrays())
     return arrays
 
@@ -76,10 +81,13 @@ def load_model(path):
         else:
             model = cls(Y, latent_dim, kernel=kernel, **kwargs)
         model.set_parameters(**params)
+        if "free_vector" in arrays and arrays["free_vector"].shape == model._free.shape:
+            model._free = np.array(arrays["free_vector"], dtype=float)
+            model._version += 1
         if "jitter" in arrays:  # part of the objective: the loaded model's bound equals the saved one's
             model.jitter = float(arrays["jitter"])
         if "fixed" in arrays and arrays["fixed"].size:
             model.fix(*[str(name) for name in arrays["fixed"]])
-    except EngineError as exc:
+    except (EngineError, KeyError) as exc:
         raise ModelFileError(f"The model file's contents are inconsistent: {exc}") from exc
     return model

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import kernels as _kernels
 from .._threads import blas_pinned
-from ..errors import NumericalError, ParameterError, ShapeError
+from ..errors import ConfigurationError, NumericalError, ParameterError, ShapeError
 from ..transforms import IDENTITY, POSITIVE, ParameterPacker, ParameterSpec
 from ..validation import real_matrix
 
@@ -59,11 +59,31 @@ class LatentVariableModel:
     #: before letting it move (see its ``warm_up_iters``).
     warm_up_iters = 100
 
-    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca"):
-        Y = real_matrix(Y)
+    #: Whether NaN entries of Y (or an ``observed`` mask) are trained on as missing values.
+    handles_missing = False
+
+    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None):
         self.latent_dim = validate_latent_dim(latent_dim)
-        self.Y_mean = Y.mean(axis=0)
-        self.Y = np.ascontiguousarray(Y - self.Y_mean)
+        if self.handles_missing:
+            from ..missing import observation_mask
+
+            Y, mask = observation_mask(real_matrix(Y, allow_nan=True), observed)
+        else:
+            if observed is not None:
+                raise ConfigurationError(f"{type(self).__name__} cannot train with missing values; use "
+                                         "BayesianGPLVM or SparseGPLVM, or impute the data first.")
+            Y, mask = real_matrix(Y).copy(), None
+        # the data as given (NaN where missing): what files save and impute() returns unchanged
+        self._Y_data = Y if mask is None else np.where(mask, Y, np.nan)
+        self._Y_data.flags.writeable = False
+        #: (N, D) bool mask of the observed entries of Y, or None when all are observed.
+        self.observed = mask
+        if mask is None:
+            self.Y_mean = Y.mean(axis=0)
+            self.Y = np.ascontiguousarray(Y - self.Y_mean)
+        else:  # column means over the observed entries; missing entries held at 0 (never read)
+            self.Y_mean = Y.sum(axis=0) / mask.sum(axis=0)
+            self.Y = np.ascontiguousarray((Y - self.Y_mean) * mask)
         self.num_data, self.output_dim = self.Y.shape
         if kernel is None:
             kernel = self._default_kernel(init)

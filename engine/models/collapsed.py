@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import NamedTuple
+
 from .._cancel import checkpoint
 from .._threads import blas_pinned
-from ..bound import CollapsedPosterior, collapsed_bound
-from ..errors import ShapeError
+from ..bound import CollapsedPosterior, StatsBound, collapsed_bound_stats
+from ..errors import ShapeError, UnsupportedOperationError
 from ..linalg import tri_solve
+from ..missing import observation_groups
 from .base import JITTER_RELATIVE, LatentVariableModel
 
 
@@ -36,8 +39,25 @@ def inducing_subset(X: np.ndarray, num_inducing: int, seed: int) -> np.ndarray:
     return X[np.sort(rng.choice(N, size=num_inducing, replace=False))].copy()
 
 
+class GroupBound(NamedTuple):
+    """The collapsed bound of one group of columns (all columns when nothing is missing)."""
+
+    cols: np.ndarray  # (D_g,) column indices
+    bound: StatsBound
+
+
 class CollapsedModel(LatentVariableModel):
-    """Base of SparseGPLVM and BayesianGPLVM (Titsias & Lawrence 2010, eq. 14)."""
+    """Base of SparseGPLVM and BayesianGPLVM (Titsias & Lawrence 2010, eq. 14).
+
+    With missing outputs (NaN in Y, or ``observed``) the bound is the sum over
+    column groups of the collapsed bound on each group's observed rows
+    (:mod:`engine.missing`), with the psi statistics of a group obtained from
+    the full sums minus its missing rows (or from its observed rows).
+    """
+
+    handles_missing = True
+    #: Per-row parameters, sliced to evaluate the psi statistics of a subset of rows.
+    _row_params = ("X_mean",)
 
     def _psi_forward(self, kern, values):
         """(psi0, Psi1 (N, M), Psi2 (M, M)) at the current latents."""
@@ -51,79 +71,195 @@ class CollapsedModel(LatentVariableModel):
         """log prior of X (sparse) or -KL (Bayesian), and its gradients."""
         raise NotImplementedError
 
+    def _data_forward(self, kern, values):
+        """Sufficient statistics of the complete data: (psi0, P = Psi1^T Y (M, D), Psi2, context)."""
+        psi0, Psi1, Psi2 = self._psi_forward(kern, values)
+        return psi0, Psi1.T @ self.Y, Psi2, None
+
+    def _data_backward(self, kern, values, context, dpsi0, dP, dPsi2) -> dict:
+        """Gradients through the statistics of :meth:`_data_forward`."""
+        return self._psi_backward(kern, values, dpsi0, self.Y @ dP.T, dPsi2)
+
     def _base_jitter(self, values):
         """GPy's constant: 1e-8 of the mean diagonal of Kmm."""
         Kdiag = self.kernel_at(values).K_diag(values["Z"])
         return JITTER_RELATIVE * max(float(np.mean(Kdiag)), 1e-300)
 
-    def _bound(self, values):
-        kern = self.kernel_at(values)
-        Z = values["Z"]
-        beta = 1.0 / float(values["noise_variance"])
+    # ---- missing outputs ----------------------------------------------------------------
+    @property
+    def observation_groups(self) -> list | None:
+        """Column groups of the missing-data bound (:func:`engine.missing.observation_groups`), or None."""
+        if self.observed is None:
+            return None
+        groups = self.__dict__.get("_groups")
+        if groups is None:
+            groups = self.__dict__["_groups"] = observation_groups(self.observed)
+        return groups
+
+    def _restrict(self, values, rows):
+        """``values`` with the per-row parameters cut to ``rows``."""
+        out = dict(values)
+        for name in self._row_params:
+            out[name] = values[name][rows]
+        return out
+
+    def _group_statistics(self, kern, values):
+        """Per group: (psi0_g, P_g, Psi2_g, N_g, trYY_g), and the full Psi1 (N, M)."""
         psi0, Psi1, Psi2 = self._psi_forward(kern, values)
+        stats = []
+        for g in self.observation_groups:
+            checkpoint()
+            if g.subset.size:
+                s0, _, s2 = self._psi_forward(kern, self._restrict(values, g.subset))
+            else:
+                s0, s2 = 0.0, np.zeros_like(Psi2)
+            psi0_g, Psi2_g = (psi0 - s0, Psi2 - s2) if g.complement else (s0, s2)
+            Y_g = self.Y[np.ix_(g.rows, g.cols)]
+            stats.append((psi0_g, Psi1[g.rows].T @ Y_g, Psi2_g, int(g.rows.sum()), float(np.sum(Y_g * Y_g))))
+        return stats, Psi1
+
+    # ---- the bound ------------------------------------------------------------------------
+    def _bounds(self, values):
+        """(kernel, [GroupBound], context) at ``values``; one group unless outputs are missing."""
+        kern = self.kernel_at(values)
+        beta = 1.0 / float(values["noise_variance"])
+        Kmm = kern.K(values["Z"])
+        if self.observed is None:
+            psi0, P, Psi2, context = self._data_forward(kern, values)
+            stats = [(psi0, P, Psi2, self.num_data, self._trYY)]
+            cols = [np.arange(self.output_dim)]
+        else:
+            stats, context = self._group_statistics(kern, values)
+            cols = [g.cols for g in self.observation_groups]
         checkpoint()
-        Kmm = kern.K(Z)
-        bound = self._with_jitter(lambda jitter: collapsed_bound(self.Y, psi0, Psi1, Psi2, Kmm, beta, jitter),
-                                  float(np.mean(np.diag(Kmm))), "inducing-point kernel matrix Kmm")
+
+        def factorise(jitter):  # every group at the same jitter: one function
+            return [GroupBound(c, collapsed_bound_stats(n, len(c), trYY, psi0, P, Psi2, Kmm, beta, jitter))
+                    for c, (psi0, P, Psi2, n, trYY) in zip(cols, stats)]
+
+        groups = self._with_jitter(factorise, float(np.mean(np.diag(Kmm))), "inducing-point kernel matrix Kmm")
         checkpoint()
-        return kern, bound
+        return kern, groups, context
+
+    @property
+    def _trYY(self) -> float:
+        trYY = self.__dict__.get("_trYY_value")
+        if trYY is None:
+            trYY = self.__dict__["_trYY_value"] = float(np.sum(self.Y * self.Y))
+        return trYY
+
+    def _group_backward(self, kern, values, groups, Psi1) -> dict:
+        """Gradients of the summed group bounds through the psi statistics."""
+        dPsi1 = np.zeros_like(Psi1)
+        dpsi0_full, dPsi2_full = 0.0, np.zeros_like(groups[0].bound.dPsi2)
+        for g, gb in zip(self.observation_groups, groups):
+            dPsi1[g.rows] += self.Y[np.ix_(g.rows, g.cols)] @ gb.bound.dP.T
+            if g.complement:
+                dpsi0_full += gb.bound.dpsi0
+                dPsi2_full += gb.bound.dPsi2
+        grads = self._psi_backward(kern, values, dpsi0_full, dPsi1, dPsi2_full)
+        for g, gb in zip(self.observation_groups, groups):
+            if not g.subset.size:
+                continue
+            checkpoint()
+            sign = -1.0 if g.complement else 1.0
+            sub = self._restrict(values, g.subset)
+            zero = np.zeros((g.subset.size, Psi1.shape[1]))
+            part = self._psi_backward(kern, sub, sign * gb.bound.dpsi0, zero, sign * gb.bound.dPsi2)
+            for name in self._row_params:
+                grads[name][g.subset] += part.pop(name)
+            add_grads(grads, part)
+        return grads
 
     def _evaluate(self, values):
-        kern, b = self._bound(values)
+        kern, groups, context = self._bounds(values)
         Z = values["Z"]
-        grads = self._psi_backward(kern, values, b.dpsi0, b.dPsi1, b.dPsi2)
+        if self.observed is None:
+            b = groups[0].bound
+            grads = self._data_backward(kern, values, context, b.dpsi0, b.dP, b.dPsi2)
+        else:
+            grads = self._group_backward(kern, values, groups, context)
         checkpoint()
-        dKmm_params, dKmm_Z = kern.grad_params_and_X(b.dKmm, Z)
+        dKmm = sum(gb.bound.dKmm for gb in groups)
+        dKmm_params, dKmm_Z = kern.grad_params_and_X(dKmm, Z)
         grads["Z"] = grads["Z"] + dKmm_Z
         add_grads(grads, dKmm_params)
-        grads["noise_variance"] = -b.posterior.beta**2 * b.dbeta
+        beta = groups[0].bound.posterior.beta
+        grads["noise_variance"] = -beta**2 * sum(gb.bound.dbeta for gb in groups)
         latent_value, latent_grads = self._latent_term(values)
         add_grads(grads, latent_grads)
-        return b.value + latent_value, grads
+        return sum(gb.bound.value for gb in groups) + latent_value, grads
 
     # ---- prediction -----------------------------------------------------------------
+    def posteriors(self) -> list:
+        """[(cols (D_g,), CollapsedPosterior)] per column group (one unless outputs are missing);
+        cached until the parameters change."""
+        return self._cached(lambda values: [(gb.cols, gb.bound.posterior) for gb in self._bounds(values)[1]])
+
     def posterior(self) -> CollapsedPosterior:
-        """Factors of q(u) at the current parameters (cached until parameters change)."""
-        return self._cached(lambda values: self._bound(values)[1].posterior)
+        """Factors of q(u) at the current parameters (models trained on complete data)."""
+        groups = self.posteriors()
+        if len(groups) != 1:
+            raise UnsupportedOperationError(
+                "With missing outputs every column group has its own posterior; use posteriors().")
+        return groups[0][1]
 
     @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
         """Predictive mean (n, D) in data units and variance (n, D) at latent points (paper section 4).
 
         Point inputs Xnew (n, Q): the variance k** - k*M (Kmm^-1 - (Kmm + beta Psi2)^-1) kM*
-        is the same for every output (repeated along D).  Uncertain inputs
-        (Xnew_variance (n, Q) > 0): the moments of the predictive distribution
-        under q(x*), whose variance differs per output.  ``include_noise`` adds
-        the noise variance 1/beta.
+        is the same for every output of a column group (for complete data: all
+        outputs).  Uncertain inputs (Xnew_variance (n, Q) > 0): the moments of
+        the predictive distribution under q(x*), whose variance differs per
+        output.  ``include_noise`` adds the noise variance 1/beta.
         """
         Xnew = self._check_points(Xnew)
-        post = self.posterior()
+        S = None
+        if Xnew_variance is not None:
+            S = self._check_points(Xnew_variance, "Xnew_variance")
+            if S.shape != Xnew.shape or np.any(S <= 0):
+                raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
         kern = self.kernel
         Z = self.parameters["Z"]
-        noise = 1.0 / post.beta if include_noise else 0.0
-        if Xnew_variance is None:
-            Ks = kern.K(Xnew, Z)
-            a = tri_solve(post.L, Ks.T)
-            b = tri_solve(post.LW, Ks.T)
-            var = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
-            var = np.maximum(var, 0.0) + noise
-            return Ks @ post.alpha + self.Y_mean, np.repeat(var[:, None], self.output_dim, axis=1)
-        S = self._check_points(Xnew_variance, "Xnew_variance")
-        if S.shape != Xnew.shape or np.any(S <= 0):
-            raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
-        from .. import psi
-
-        mean = np.empty((Xnew.shape[0], self.output_dim))
+        n = Xnew.shape[0]
+        mean = np.empty((n, self.output_dim))
         var = np.empty_like(mean)
-        for n in range(Xnew.shape[0]):
-            stats = psi.compute(kern, Z, Xnew[n:n + 1], S[n:n + 1])
-            m = stats.Psi1 @ post.alpha  # (1, D)
-            # shared term: psi0* - tr((Kmm^-1 - W^-1) Psi2*)
-            LiP = tri_solve(post.L, tri_solve(post.L, stats.Psi2).T)
-            LWiP = tri_solve(post.LW, tri_solve(post.LW, stats.Psi2).T)
-            shared = stats.psi0 - np.trace(LiP) + np.trace(LWiP)
-            # spread of the mean under q(x*): alpha_d^T (Psi2* - Psi1*^T Psi1*) alpha_d
-            spread = np.einsum("md,mk,kd->d", post.alpha, stats.Psi2 - stats.Psi1.T @ stats.Psi1, post.alpha)
-            mean[n] = m[0] + self.Y_mean
-            var[n] = np.maximum(shared + spread, 0.0) + noise
-        return mean, var
+        for cols, post in self.posteriors():
+            noise = 1.0 / post.beta if include_noise else 0.0
+            if S is None:
+                Ks = kern.K(Xnew, Z)
+                a = tri_solve(post.L, Ks.T)
+                b = tri_solve(post.LW, Ks.T)
+                v = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
+                mean[:, cols] = Ks @ post.alpha
+                var[:, cols] = (np.maximum(v, 0.0) + noise)[:, None]
+                continue
+            from .. import psi
+
+            for i in range(n):
+                stats = psi.compute(kern, Z, Xnew[i:i + 1], S[i:i + 1])
+                # shared term: psi0* - tr((Kmm^-1 - W^-1) Psi2*)
+                LiP = tri_solve(post.L, tri_solve(post.L, stats.Psi2).T)
+                LWiP = tri_solve(post.LW, tri_solve(post.LW, stats.Psi2).T)
+                shared = stats.psi0 - np.trace(LiP) + np.trace(LWiP)
+                # spread of the mean under q(x*): alpha_d^T (Psi2* - Psi1*^T Psi1*) alpha_d
+                spread = np.einsum("md,mk,kd->d", post.alpha,
+                                   stats.Psi2 - stats.Psi1.T @ stats.Psi1, post.alpha)
+                mean[i, cols] = stats.Psi1[0] @ post.alpha
+                var[i, cols] = np.maximum(shared + spread, 0.0) + noise
+        return mean + self.Y_mean, var
+
+    def impute(self):
+        """(Y_filled (N, D), Y_std (N, D)) in data units: observed entries unchanged with std 0,
+        missing ones predicted at each row's latent (its q(x_n) where the model has one),
+        noise included in the std."""
+        values = self.parameters
+        S = values.get("X_variance")
+        mean, var = self.predict(values["X_mean"], S, include_noise=True)
+        Y = self._Y_data
+        if self.observed is None:
+            return Y.copy(), np.zeros_like(Y)
+        filled = np.where(self.observed, Y, mean)
+        std = np.where(self.observed, 0.0, np.sqrt(var))
+        return filled, std

@@ -44,8 +44,9 @@ class GPLVM(LatentVariableModel):
 
     objective_name = "log-likelihood"
 
-    def __init__(self, Y, latent_dim, kernel=None, init="pca", seed=0, X=None, noise_variance=None):
-        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init)
+    def __init__(self, Y, latent_dim, kernel=None, init="pca", seed=0, X=None, noise_variance=None,
+                 observed=None):
+        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         specs = [self._free_spec("X_mean", X0.shape), *self._kernel_specs(self._kernel), self._noise_spec()]
         values = {"X_mean": X0, "noise_variance": self._initial_noise_variance, **self._kernel.params}

@@ -18,8 +18,8 @@ class SparseGPLVM(CollapsedModel):
     objective_name = "ELBO"
 
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
-                 Z=None, noise_variance=None):
-        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init)
+                 Z=None, noise_variance=None, observed=None):
+        super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
         self.num_inducing = Z0.shape[0]

@@ -1,0 +1,19 @@
+"""Where the row sums of the Bayesian GP-LVM's bound are computed.
+
+A backend computes the sufficient statistics of the collapsed bound that are
+sums over rows -- psi0, P = Psi1^T Y and Psi2 -- and, given the bound's
+cotangents (dF/dpsi0, dF/dP, dF/dPsi2), their gradients w.r.t. the kernel
+parameters, Z and every row's q(x_n).  :class:`LocalBackend` does it in this
+process; ``engine.DaskBackend`` (optional extra ``distributed``) maps it
+over row chunks on a dask.distributed cluster (Gal, van der Wilk &
+Rasmussen 2014).
+
+The interface::
+
+    backend.setup(Y)                                  # (N, D) centred outputs, once per model
+    backend.forward(kernel, Z, mu, S) -> (psi0, P (M, D), Psi2 (M, M))
+    backend.backward(kernel, Z, mu, S, dpsi0, dP, dPsi2) -> engine.psi.PsiGradients
+"""
+from .local import LocalBackend
+
+__all__ = ["LocalBackend"]
