@@ -154,7 +154,7 @@ def test_partially_observed_vector_is_reconstructed_better_than_mean_imputation(
         y_hidden = y[~observed]
         y[~observed] = np.nan  # hidden entries are never read
         result = model.infer_latent(y, observed=observed)
-        assert result.mean.shape == (3,) and np.all(result.variance > 0)
+        assert result.mean.shape == (1, 3) and np.all(result.variance > 0)
         assert result.reconstruction.shape == y_hidden.shape
         assert np.all(result.reconstruction_variance > 0)
         errors_model.append(np.mean((result.reconstruction - y_hidden) ** 2))
