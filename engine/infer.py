@@ -300,14 +300,13 @@ def _rbf_forward(params, Z, mu, S):
     Dz = 0.25 * (zz[:, None] + zz[None, :] - 2.0 * Zl @ Zl.T)
     u = (a * muc) @ Zc.T  # (n, M)
     w = a @ (Zc * Zc).T  # (n, M)
-    cross = np.matmul(Zc[None, :, :] * a[:, None, :], Zc.T)  # (n, M, M): sum_q a z_mq z_m'q
     c = np.sum(a * muc * muc, axis=1)
     log2 = 2.0 * np.log(var) - 0.5 * np.sum(np.log1p(2.0 * S / l), axis=1) - c
     edge = u - 0.25 * w  # (n, M)
-    expo = edge[:, :, None] + edge[:, None, :]
-    expo -= 0.5 * cross
-    expo += log2[:, None, None]
-    expo -= Dz[None]
+    expo = np.matmul(Zc[None, :, :] * (-0.5 * a)[:, None, :], Zc.T)  # (n, M, M): -1/2 sum_q a z_mq z_m'q
+    expo += edge[:, :, None]
+    expo += (edge + log2[:, None])[:, None, :]
+    expo -= Dz
     Psi2 = np.exp(expo, out=expo)
     psi0 = np.full(n, var)
     return psi0, Psi1, Psi2, (Zc, muc, b, diff, a)
@@ -458,10 +457,10 @@ def _lower_inverse(L):
 
 
 def _sandwich(Lt, X):
-    """Lt X Lt^T for every (M, M) slice of X (n, M, M); Lt (M, M)."""
+    """Lt X Lt^T for every symmetric (M, M) slice of X (n, M, M); Lt (M, M)."""
     n, M = X.shape[:2]
-    XLt = (X.reshape(n * M, M) @ Lt.T).reshape(n, M, M)  # X_n Lt^T
-    return (np.ascontiguousarray(XLt.transpose(0, 2, 1)).reshape(n * M, M) @ Lt.T).reshape(n, M, M)
+    XLt = (X.reshape(n * M, M) @ Lt.T).reshape(n, M, M)  # X_n Lt^T, one GEMM
+    return np.matmul(XLt.transpose(0, 2, 1), Lt.T)  # (X_n Lt^T)^T Lt^T = Lt X_n Lt^T for symmetric X_n
 
 
 def _spd_factors(B):
@@ -479,6 +478,17 @@ def _spd_factors(B):
             E[good] = np.linalg.inv(B[good])
     E = 0.5 * (E + E.transpose(0, 2, 1))
     return logdet, E
+
+
+def _spd_solve(B, RHS):
+    """(log|B_n| (n,), B_n^-1 RHS_n) of symmetric positive definite slices; NaN where not PD."""
+    try:
+        LB = np.linalg.cholesky(B)
+        logdet = 2.0 * np.sum(np.log(np.diagonal(LB, axis1=1, axis2=2)), axis=1)
+    except np.linalg.LinAlgError:
+        sign, logdet = np.linalg.slogdet(B)
+        logdet = np.where(sign > 0, logdet, np.nan)
+    return logdet, np.linalg.solve(B, RHS)
 
 
 def _kmm_factor(Kmm, jitter, beta=None, Psi2=None):
@@ -564,16 +574,22 @@ class BayesianProjection:
         K = _sandwich(self.Lwi, Psi2)
         B = beta * K
         B[:, np.arange(M), np.arange(M)] += 1.0
-        logdet, E = _spd_factors(B)
-        Ev = np.einsum("nmk,nk->nm", E, v)
-        Eh = np.einsum("nmk,nk->nm", E, h)
         if self.use_R:
             R = self.P[None, :, :] * self.mask_f[rows][:, None, :]  # (r, M, D)
-            ER = np.matmul(E, R)
+        if with_grad or not self.use_R:
+            logdet, E = _spd_factors(B)
+            Ev = np.einsum("nmk,nk->nm", E, v)
+            Eh = np.einsum("nmk,nk->nm", E, h)
+            if self.use_R:
+                ER = np.matmul(E, R)
+                trEG = np.einsum("nmd,nmd->n", R, ER)
+            else:
+                G = self.G[rows]
+                trEG = np.einsum("nmk,nmk->n", E, G)
+        else:  # the value alone: solves instead of the inverse
+            logdet, sol = _spd_solve(B, np.concatenate([R, v[:, :, None], h[:, :, None]], axis=2))
+            ER, Ev, Eh = sol[:, :, :-2], sol[:, :, -2], sol[:, :, -1]
             trEG = np.einsum("nmd,nmd->n", R, ER)
-        else:
-            G = self.G[rows]
-            trEG = np.einsum("nmk,nmk->n", E, G)
         data = trEG - self.trG[rows] + 2.0 * np.einsum("nm,nm->n", v, Eh) + s * np.einsum("nm,nm->n", v, Ev)
         trKP = np.einsum("nmk,mk->n", Psi2, self.Kinv)
         value = (0.5 * Dn * (np.log(beta) - LOG_2PI) - 0.5 * Dn * logdet - 0.5 * beta * s
