@@ -1,0 +1,440 @@
+"""``gplvm-explorer fit FILE -o model.npz``: fit a model headless, with a progress bar.
+
+For scripts, clusters and batch jobs: the data file is read by the data layer
+(`gplvm_explorer.data`: CSV, TSV, TXT, NPY, NPZ, validated as in the app), the
+model is fitted by the engine and saved with `engine.io.save_model` (an .npz
+the app and ``engine.io.load_model`` open again, with the same bound).
+
+Progress goes to stderr: on a terminal one line redrawn in place (iteration,
+objective, it/s, ETA for the remaining ``--max-iters``); otherwise plain lines,
+about twenty per fit and at least one every 30 seconds.  Ctrl-C (SIGINT) or
+SIGTERM stops the fit after the current step and still saves the best point
+reached; a second Ctrl-C aborts without saving.
+
+Exit codes::
+
+    0    fitted and saved
+    1    the fit failed numerically (the best point reached is still saved when there is one)
+    2    impossible settings or command-line usage (e.g. more inducing points than rows)
+    3    the data file cannot be used (unreadable, not a table of numbers, ...)
+    4    the output files cannot be written
+    130  interrupted by SIGINT (143: SIGTERM); the best point reached was saved
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import math
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+EXIT_OK = 0
+EXIT_FIT_FAILED = 1
+EXIT_SETTINGS = 2
+EXIT_DATA = 3
+EXIT_OUTPUT = 4
+
+MODELS = ("bayesian", "sparse", "gplvm")
+KERNELS = ("rbf", "linear", "matern32", "matern52")
+OPTIMIZERS = ("lbfgs", "scg", "adam")
+INITS = ("pca", "random", "isomap")
+MISSING = ("keep", "drop-rows", "impute-mean")
+DEFAULT_NUM_INDUCING = 30
+
+#: Plain-text progress (not a terminal): about this many lines per fit, and one at least every PLAIN_PERIOD s.
+PLAIN_LINES = 20
+PLAIN_PERIOD = 30.0
+
+
+class UsageError(Exception):
+    """A setting that cannot work, found before fitting (exit code 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gplvm-explorer fit",
+        description="Fit a GP-LVM to a data file without the browser and save the trained model.",
+        epilog="Exit codes: 0 saved; 1 the fit failed numerically; 2 impossible settings; "
+               "3 unusable data file; 4 cannot write the output; 130 interrupted (Ctrl-C), "
+               "best point saved. Open the saved model in the app or with engine.io.load_model.",
+    )
+    p.add_argument("file", metavar="FILE", help="data file: CSV, TSV, TXT, NPY or NPZ (rows = data points)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.npz", help="where to save the trained model")
+    p.add_argument("--coords", metavar="COORDS.csv", help="also write the latent means, one row per data row")
+    p.add_argument("--model", default="bayesian", choices=MODELS,
+                   help="bayesian: Bayesian GP-LVM (default); sparse: sparse GP-LVM; gplvm: exact GP-LVM")
+    p.add_argument("--latent-dim", type=int, default=2, metavar="Q", help="latent dimensions (default 2)")
+    p.add_argument("--num-inducing", type=int, default=None, metavar="M",
+                   help=f"inducing points of the bayesian and sparse models "
+                        f"(default {DEFAULT_NUM_INDUCING}, or the number of rows if fewer)")
+    p.add_argument("--kernel", default="rbf", choices=KERNELS,
+                   help="ARD kernel over the latent space (default rbf; the bayesian model takes rbf or linear)")
+    p.add_argument("--max-iters", type=int, default=1000, metavar="N", help="most optimiser iterations (default 1000)")
+    p.add_argument("--optimizer", default="lbfgs", choices=OPTIMIZERS, help="default lbfgs")
+    p.add_argument("--init", default="pca", choices=INITS, help="initial latent points (default pca)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and inducing points (default 0)")
+    p.add_argument("--label", metavar="COLUMN",
+                   help="name or 0-based index of a label column in a CSV/TSV/TXT file: left out of the model")
+    p.add_argument("--standardize", "--standardise", action="store_true",
+                   help="scale every column to zero mean and unit variance first")
+    p.add_argument("--missing", default="keep", choices=MISSING,
+                   help="rows with missing cells: keep them (NaN; only for models that handle missing values), "
+                        "drop them, or fill missing cells with the column mean (default keep)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, only the final summary")
+    return p
+
+
+def _message(exc) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _output_path(path: str) -> Path:
+    """The .npz path numpy would write for ``path``, checked to be writable (UsageError otherwise)."""
+    out = Path(path).expanduser()
+    if out.suffix.lower() != ".npz":
+        out = out.with_name(out.name + ".npz")
+    _check_writable(out)
+    return out
+
+
+def _check_writable(path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"Cannot write {path}: it is a directory.")
+    if not parent.is_dir():
+        raise UsageError(f"Cannot write {path}: the directory {parent} does not exist.")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"Cannot write {path}: permission denied.")
+
+
+def _label_column(value):
+    if value is None:
+        return None
+    return int(value) if value.strip().lstrip("-").isdigit() else value
+
+
+def load_dataset(args):
+    """The Dataset to fit, via the data layer (DataError on any problem with the file)."""
+    from gplvm_explorer.data import DataError, load_file
+    from gplvm_explorer.serving import CLI_LIMITS
+
+    path = Path(args.file).expanduser()
+    if not path.exists():
+        raise DataError(f"Cannot read {args.file}: no such file.")
+    if path.is_dir():
+        raise DataError(f"Cannot read {args.file}: it is a directory, not a data file.")
+    return load_file(path, label_column=_label_column(args.label), standardize=args.standardize,
+                     missing=args.missing, limits=CLI_LIMITS, seed=args.seed)
+
+
+def build_model(args, Y):
+    """The engine model for these settings (EngineError for impossible ones)."""
+    import engine
+    from engine import kernels
+
+    if args.latent_dim < 1:
+        raise UsageError(f"--latent-dim must be at least 1, got {args.latent_dim}.")
+    if args.max_iters < 0:
+        raise UsageError(f"--max-iters must be 0 or more, got {args.max_iters}.")
+    N = Y.shape[0]
+    kernel = {"rbf": None, "linear": kernels.Linear, "matern32": kernels.Matern32,
+              "matern52": kernels.Matern52}[args.kernel]
+    kernel = None if kernel is None else kernel(args.latent_dim, ard=True)
+    kwargs = dict(kernel=kernel, init=args.init, seed=args.seed)
+    if args.model == "gplvm":
+        cls = engine.GPLVM
+    else:
+        cls = engine.BayesianGPLVM if args.model == "bayesian" else engine.SparseGPLVM
+        M = args.num_inducing
+        if M is None:
+            M = min(DEFAULT_NUM_INDUCING, N)
+        elif M < 1:
+            raise UsageError(f"--num-inducing must be at least 1, got {M}.")
+        elif M > N:
+            raise UsageError(f"--num-inducing {M} is more than the {N} data rows; use at most {N}.")
+        kwargs["num_inducing"] = M
+    return cls(Y, args.latent_dim, **kwargs)
+
+
+# ---- progress -----------------------------------------------------------------------------------
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "--:--"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+class Progress:
+    """Progress of a fit on ``stream``: a bar redrawn in place on a terminal, plain lines otherwise.
+
+    it/s is measured over the last ``window`` iterations (the first ones include the start-up);
+    the ETA assumes all ``max_iters`` iterations run (the optimiser may converge sooner).  On a
+    terminal the bar is redrawn at most once per ``min_interval`` seconds.
+    """
+
+    def __init__(self, stream, max_iters: int, objective_name: str, tty: bool | None = None,
+                 window: int = 20, min_interval: float = 0.1):
+        self.stream = stream
+        self.max_iters = max(int(max_iters), 1)
+        self.name = objective_name
+        self.tty = stream.isatty() if tty is None else tty
+        self.step = max(1, self.max_iters // PLAIN_LINES)
+        self.min_interval = float(min_interval)
+        self._recent = collections.deque(maxlen=max(2, int(window)))
+        self._last_plain = self._last_draw = time.monotonic()
+        self._drawn = False
+
+    def rate(self) -> float:
+        """Iterations per second over the recent window."""
+        (i0, t0), (i1, t1) = self._recent[0], self._recent[-1]
+        if len(self._recent) < 2 or t1 <= t0:
+            return i1 / t1 if t1 > 0 else float("nan")
+        return (i1 - i0) / (t1 - t0)
+
+    def line(self, iteration: int, objective: float, elapsed: float) -> str:
+        self._recent.append((iteration, elapsed))
+        rate = self.rate()
+        eta = (self.max_iters - iteration) / rate if rate > 0 else float("nan")
+        pct = 100.0 * iteration / self.max_iters
+        return (f"iter {iteration}/{self.max_iters} ({pct:3.0f}%)  {self.name} {objective:.6g}  "
+                f"{rate:.3g} it/s  elapsed {_clock(elapsed)}  ETA {_clock(eta)}")
+
+    def __call__(self, snapshot) -> None:
+        text = self.line(snapshot.iteration, snapshot.objective, snapshot.elapsed)
+        now = time.monotonic()
+        if self.tty:
+            if now - self._last_draw < self.min_interval and snapshot.iteration < self.max_iters:
+                return
+            self._last_draw = now
+            width = shutil.get_terminal_size((100, 20)).columns
+            filled = int(20 * min(snapshot.iteration / self.max_iters, 1.0))
+            bar = f"[{'#' * filled}{'.' * (20 - filled)}] "
+            self.stream.write("\r" + (bar + text)[: max(width - 1, 10)].ljust(max(width - 1, 10)))
+            self.stream.flush()
+            self._drawn = True
+        elif snapshot.iteration % self.step == 0 or now - self._last_plain >= PLAIN_PERIOD:
+            self._last_plain = now
+            print(text, file=self.stream, flush=True)
+
+    def note(self, text: str) -> None:
+        """A message on a line of its own (after the bar, which is redrawn at the next iteration)."""
+        if self._drawn:
+            self.stream.write("\n")
+            self._drawn = False
+        print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
+class _NoteHandler(logging.Handler):
+    """The engine's log messages (e.g. a jitter raised mid-fit) as ``warning: ...`` lines."""
+
+    def __init__(self, write):
+        super().__init__(logging.INFO)
+        self.write = write
+
+    def emit(self, record):
+        try:
+            self.write(f"{record.levelname.lower()}: {record.getMessage()}")
+        except Exception:  # noqa: BLE001 - logging must never end the fit
+            self.handleError(record)
+
+
+class engine_log_to:
+    """Context: route the ``engine`` logger's records to ``write`` (one line each) instead of the root."""
+
+    def __init__(self, write):
+        self.handler = _NoteHandler(write)
+        self.logger = logging.getLogger("engine")
+
+    def __enter__(self):
+        self._propagate = self.logger.propagate
+        self.logger.addHandler(self.handler)
+        self.logger.propagate = False
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.propagate = self._propagate
+        return False
+
+
+class StopOnSignals:
+    """SIGINT / SIGTERM set ``event`` (the fit stops and the best point is saved); a second SIGINT aborts."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self, stream):
+        self.event = threading.Event()
+        self.signum = None
+        self.stream = stream
+        self._previous = {}
+
+    def _handle(self, signum, frame):
+        if self.event.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+        self.event.set()
+        print(f"\n{signal.Signals(signum).name}: stopping after the current step and saving the best point "
+              "(Ctrl-C again to abort without saving)...", file=self.stream, flush=True)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                if hasattr(signal, name):
+                    sig = getattr(signal, name)
+                    self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        return False
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+def _replace_atomically(path: Path, write) -> None:
+    """``write(file object)`` to a temporary file next to ``path``, then rename it over ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save_outputs(model, out: Path, coords: Path | None) -> None:
+    from engine.io import save_model
+
+    _replace_atomically(out, lambda fh: save_model(model, fh))
+    if coords is not None:
+        X = np.asarray(model.parameters["X_mean"], dtype=float)
+        header = ",".join(f"x{q + 1}" for q in range(X.shape[1]))
+        _replace_atomically(coords, lambda fh: np.savetxt(fh, X, delimiter=",", header=header,
+                                                          comments="", fmt="%.17g"))
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("\nAborted; nothing was saved.", file=sys.stderr)
+        return 128 + int(signal.SIGINT)
+
+
+def run(args) -> int:
+    """The fit described by parsed ``args``; returns the exit code."""
+    err = sys.stderr
+    import engine
+    from gplvm_explorer.data import DataError
+
+    try:
+        out = _output_path(args.output)
+        coords = None
+        if args.coords:
+            coords = Path(args.coords).expanduser()
+            _check_writable(coords)
+    except UsageError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_OUTPUT
+
+    try:
+        ds = load_dataset(args)
+    except DataError as exc:
+        print(f"error: cannot use {args.file}: {_message(exc)}", file=err)
+        return EXIT_DATA
+    print(f"Data: {ds.summary()}", file=err)
+    for note in ds.warnings:
+        print(f"note: {note}", file=err)
+
+    try:
+        model = build_model(args, ds.values)
+    except (UsageError, engine.EngineError) as exc:
+        hint = ""
+        if isinstance(exc, engine.UnsupportedKernelError):
+            hint = f" (--model sparse and --model gplvm take --kernel {args.kernel}.)"
+        elif ds.has_missing and isinstance(exc, engine.ShapeError):
+            hint = (f" The data have {ds.n_missing} missing cell(s); try --missing drop-rows or "
+                    "--missing impute-mean.")
+        print(f"error: impossible setting: {_message(exc)}{hint}", file=err)
+        return EXIT_SETTINGS
+
+    what = f"{type(model).__name__}, Q={args.latent_dim}"
+    if hasattr(model, "num_inducing"):
+        what += f", M={model.num_inducing}"
+    print(f"Fitting {what}, kernel {args.kernel}, {args.optimizer}, at most {args.max_iters} iterations "
+          "(Ctrl-C stops and saves the best point)", file=err, flush=True)
+    progress = None if args.quiet else Progress(err, args.max_iters, model.objective_name)
+    failure = None
+    note = progress.note if progress else (lambda text: print(text, file=err, flush=True))
+    with StopOnSignals(err) as stopper, engine_log_to(note):
+        try:
+            result = engine.fit(model, optimizer=args.optimizer, max_iters=args.max_iters,
+                                callback=progress, stop=stopper.event)
+        except engine.ConfigurationError as exc:
+            print(f"error: impossible setting: {_message(exc)}", file=err)
+            return EXIT_SETTINGS
+        except engine.EngineError as exc:  # left at the best point reached, if any
+            result, failure = None, exc
+        finally:
+            if progress:
+                progress.close()
+
+        objective = _objective_or_none(model)
+        if failure is not None and objective is None:
+            print(f"error: the fit failed: {_message(failure)}", file=err)
+            return EXIT_FIT_FAILED
+        try:
+            save_outputs(model, out, coords)
+        except OSError as exc:
+            print(f"error: cannot write the output: {exc}", file=err)
+            return EXIT_OUTPUT
+        signum = stopper.signum
+
+    saved = f"Saved {out}" + (f" and {coords}" if coords is not None else "")
+    if failure is not None:
+        print(f"error: the fit failed: {_message(failure)}", file=err)
+        print(f"{saved} at the best point reached ({model.objective_name} {float(objective)!r}).", file=err)
+        return EXIT_FIT_FAILED
+    if result.stopped:
+        print(f"Stopped after {result.iterations} iterations; {saved} at the best point "
+              f"({model.objective_name} {float(objective)!r}).", file=err)
+        return 128 + int(signum if signum is not None else signal.SIGINT)
+    state = "converged" if result.converged else "finished"
+    print(f"{state.capitalize()} after {result.iterations} iterations in {result.elapsed:.1f} s "
+          f"({model.objective_name} {float(objective)!r}). {saved}.", file=err)
+    return EXIT_OK
+
+
+def _objective_or_none(model):
+    try:
+        value = model.objective()
+    except Exception:  # noqa: BLE001 - any failure here means there is no usable point to save
+        return None
+    return value if math.isfinite(value) else None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
