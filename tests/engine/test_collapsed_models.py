@@ -248,4 +248,4 @@ def test_crowded_inducing_points_give_a_finite_bound_with_exact_gradients():
     assert model.jitter > 0.0  # the fixed jitter is part of the objective and reported
     # At this conditioning the objective itself carries ~1e-8 relative round-off, so
     # central differences need a larger step; the textbook gradient was off by orders of magnitude.
-    assert model.checkgrad(eps=1e-3) < 2e-2
+    assert model.checkgrad(eps=1e-4) < 2e-3
