@@ -527,12 +527,40 @@ def _kl_rows(mu, S):
     return 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)
 
 
+class _ColumnGroup:
+    """The training side of the bound on one group of columns (all columns when Y was complete)."""
+
+    def __init__(self, kern, Z, Kmm, jitter, beta, mu, S, Ytrain, cols, rows, mask):
+        train = psi.compute(kern, Z, mu[rows], S[rows])
+        L, LB = _kmm_factor(Kmm, jitter, beta, train.Psi2)
+        Li = _lower_inverse(L)
+        self.Kinv = Li.T @ Li
+        self.Lwi = sla.solve_triangular(LB, Li, lower=True, check_finite=False)  # (L L_B)^-1
+        D = Ytrain.shape[1]
+        P = np.zeros((Z.shape[0], D))
+        P[:, cols] = self.Lwi @ (train.Psi1.T @ Ytrain[np.ix_(rows, cols)])  # (M, D), 0 off the group
+        colmask = np.zeros(D, bool)
+        colmask[cols] = True
+        mask_f = (mask & colmask).astype(float)
+        self.Dn = mask_f.sum(axis=1)
+        self.s = None  # set by the caller (needs the new rows)
+        self.P, self.mask_f = P, mask_f
+        M = P.shape[0]
+        self.use_R = len(cols) < M  # G_n = R_n R_n^T with R_n = P diag(o_n), (M, |cols|)
+        self.cols = np.asarray(cols)
+        if not self.use_R:
+            self.G = np.matmul(P[None, :, :] * mask_f[:, None, :], P.T)
+        self.trG = mask_f @ np.sum(P * P, axis=0)
+
+
 class BayesianProjection:
     """F_O(X, x*_n) - F_O(X) - KL(q(x*_n)) per row; see the module docstring.
 
     ``value_and_grad(rows, theta)``: theta (r, 2Q) = [mu*, unconstrained S*]
     of the problems ``rows`` (indices into the rows of Y); returns the values
-    (r,) and gradients (r, 2Q) (to maximise).
+    (r,) and gradients (r, 2Q) (to maximise).  A model trained with missing
+    values has its bound summed over groups of columns with the same observed
+    training rows; so has the difference, one term per group.
     """
 
     def __init__(self, model, Y, mask):
@@ -541,74 +569,55 @@ class BayesianProjection:
         self.Q = model.latent_dim
         Z = np.asarray(values["Z"], dtype=float)
         self.beta = beta = 1.0 / float(values["noise_variance"])
-        train = psi.compute(kern, Z, values["X_mean"], values["X_variance"])
-        L, LB = _kmm_factor(kern.K(Z), getattr(model, "jitter", 0.0), beta, train.Psi2)
-        Li = _lower_inverse(L)
-        self.Kinv = Li.T @ Li
-        self.Lwi = sla.solve_triangular(LB, Li, lower=True, check_finite=False)  # (L L_B)^-1
-        P = self.Lwi @ (train.Psi1.T @ model.Y)  # (M, D)
-        mask_f = mask.astype(float)
-        Yo = Y * mask_f
-        self.Dn = mask_f.sum(axis=1)
-        self.s = np.sum(Yo * Yo, axis=1)
-        self.h = Yo @ P.T  # (n, M)
-        M, D = P.shape
-        self.use_R = D < M  # G_n = R_n R_n^T with R_n = P diag(o_n), (M, D)
-        if self.use_R:
-            self.P = P
-            self.mask_f = mask_f
+        mu, S = values["X_mean"], values["X_variance"]
+        Kmm = kern.K(Z)
+        jitter = getattr(model, "jitter", 0.0)
+        train_mask = getattr(model, "observed", None)
+        N, D = model.Y.shape
+        if train_mask is None:
+            parts = [(np.arange(D), np.arange(N))]
         else:
-            self.G = np.matmul(P[None, :, :] * mask_f[:, None, :], P.T)
-        self.trG = mask_f @ np.sum(P * P, axis=0)
+            from .missing import observation_groups
+
+            parts = [(g.cols, np.flatnonzero(g.rows)) for g in observation_groups(np.asarray(train_mask, bool))]
+        self.groups = []
+        Yo = Y * mask
+        for cols, rows in parts:
+            g = _ColumnGroup(kern, Z, Kmm, jitter, beta, mu, S, model.Y, cols, rows, mask)
+            Yg = Yo * g.mask_f
+            g.s = np.sum(Yg * Yg, axis=1)
+            g.h = Yg @ g.P.T
+            if g.use_R:
+                g.P_cols = np.ascontiguousarray(g.P[:, g.cols])
+                g.mask_cols = np.ascontiguousarray(g.mask_f[:, g.cols])
+            self.groups.append(g)
+        self.Kinv = self.groups[0].Kinv
         self.point_psi = PointPsi(kern, Z)
-        self.M = M
+        self.M = Z.shape[0]
 
     def value_and_grad(self, rows, theta, *, with_grad=True):
-        Q, M, beta = self.Q, self.M, self.beta
+        Q, beta = self.Q, self.beta
         mu = np.ascontiguousarray(theta[:, :Q])
         S = POSITIVE.forward(theta[:, Q:])
-        r = mu.shape[0]
-        Dn, s, h = self.Dn[rows], self.s[rows], self.h[rows]
         psi0, Psi1, Psi2 = self.point_psi.forward(mu, S)
-        v = Psi1 @ self.Lwi.T  # (r, M)
-        K = _sandwich(self.Lwi, Psi2)
-        B = beta * K
-        B[:, np.arange(M), np.arange(M)] += 1.0
-        if self.use_R:
-            R = self.P[None, :, :] * self.mask_f[rows][:, None, :]  # (r, M, D)
-        if with_grad or not self.use_R:
-            logdet, E = _spd_factors(B)
-            Ev = np.einsum("nmk,nk->nm", E, v)
-            Eh = np.einsum("nmk,nk->nm", E, h)
-            if self.use_R:
-                ER = np.matmul(E, R)
-                trEG = np.einsum("nmd,nmd->n", R, ER)
-            else:
-                G = self.G[rows]
-                trEG = np.einsum("nmk,nmk->n", E, G)
-        else:  # the value alone: solves instead of the inverse
-            logdet, sol = _spd_solve(B, np.concatenate([R, v[:, :, None], h[:, :, None]], axis=2))
-            ER, Ev, Eh = sol[:, :, :-2], sol[:, :, -2], sol[:, :, -1]
-            trEG = np.einsum("nmd,nmd->n", R, ER)
-        data = trEG - self.trG[rows] + 2.0 * np.einsum("nm,nm->n", v, Eh) + s * np.einsum("nm,nm->n", v, Ev)
-        trKP = np.einsum("nmk,mk->n", Psi2, self.Kinv)
-        value = (0.5 * Dn * (np.log(beta) - LOG_2PI) - 0.5 * Dn * logdet - 0.5 * beta * s
-                 + 0.5 * beta**2 * data - 0.5 * beta * Dn * (psi0 - trKP))
+        value = np.zeros(mu.shape[0])
+        dpsi0 = np.zeros(mu.shape[0])
+        dPsi1 = np.zeros_like(Psi1)
+        dPsi2 = np.zeros_like(Psi2) if with_grad else None
+        for g in self.groups:
+            Dn = g.Dn[rows]
+            if not np.any(Dn):
+                continue
+            v_, dp1, dp2 = self._group_terms(g, rows, psi0, Psi1, Psi2, with_grad)
+            value += v_
+            if with_grad:
+                dpsi0 += -0.5 * beta * Dn
+                dPsi1 += dp1
+                dPsi2 += dp2
         self.last_density = value.copy()
         value = value - _kl_rows(mu, S)
         if not with_grad:
             return value, None
-        # d/dK = -(beta |O| / 2) E - (beta^3 / 2) E Pi E
-        if self.use_R:
-            EPE = np.matmul(ER, ER.transpose(0, 2, 1))
-        else:
-            EPE = np.matmul(np.matmul(E, G), E)
-        outer = Eh[:, :, None] * Ev[:, None, :]
-        EPE += outer + outer.transpose(0, 2, 1) + s[:, None, None] * Ev[:, :, None] * Ev[:, None, :]
-        dK = (-0.5 * beta * Dn)[:, None, None] * E - 0.5 * beta**3 * EPE
-        dPsi2 = _sandwich(self.Lwi.T, dK) + (0.5 * beta * Dn)[:, None, None] * self.Kinv
-        dPsi1 = (beta**2 * (Eh + s[:, None] * Ev)) @ self.Lwi
-        dpsi0 = -0.5 * beta * Dn
         dmu, dS = self.point_psi.backward(dpsi0, dPsi1, 0.5 * (dPsi2 + dPsi2.transpose(0, 2, 1)))
         dmu -= mu
         dS -= 0.5 * (1.0 - 1.0 / S)
@@ -618,6 +627,47 @@ class BayesianProjection:
         if np.any(bad):
             value[bad] = -np.inf
         return value, grad
+
+    def _group_terms(self, g, rows, psi0, Psi1, Psi2, with_grad):
+        """One column group's F_O(X, x*) - F_O(X) (r,), and its gradients w.r.t. Psi1 and Psi2."""
+        M, beta = self.M, self.beta
+        Dn, s, h = g.Dn[rows], g.s[rows], g.h[rows]
+        v = Psi1 @ g.Lwi.T  # (r, M)
+        B = beta * _sandwich(g.Lwi, Psi2)
+        B[:, np.arange(M), np.arange(M)] += 1.0
+        if g.use_R:
+            R = g.P_cols[None, :, :] * g.mask_cols[rows][:, None, :]  # (r, M, |cols|)
+        if with_grad or not g.use_R:
+            logdet, E = _spd_factors(B)
+            Ev = np.einsum("nmk,nk->nm", E, v)
+            Eh = np.einsum("nmk,nk->nm", E, h)
+            if g.use_R:
+                ER = np.matmul(E, R)
+                trEG = np.einsum("nmd,nmd->n", R, ER)
+            else:
+                G = g.G[rows]
+                trEG = np.einsum("nmk,nmk->n", E, G)
+        else:  # the value alone: solves instead of the inverse
+            logdet, sol = _spd_solve(B, np.concatenate([R, v[:, :, None], h[:, :, None]], axis=2))
+            ER, Ev, Eh = sol[:, :, :-2], sol[:, :, -2], sol[:, :, -1]
+            trEG = np.einsum("nmd,nmd->n", R, ER)
+        data = trEG - g.trG[rows] + 2.0 * np.einsum("nm,nm->n", v, Eh) + s * np.einsum("nm,nm->n", v, Ev)
+        trKP = np.einsum("nmk,mk->n", Psi2, g.Kinv)
+        value = (0.5 * Dn * (np.log(beta) - LOG_2PI) - 0.5 * Dn * logdet - 0.5 * beta * s
+                 + 0.5 * beta**2 * data - 0.5 * beta * Dn * (psi0 - trKP))
+        if not with_grad:
+            return value, None, None
+        # d/dK = -(beta |O| / 2) E - (beta^3 / 2) E Pi E
+        if g.use_R:
+            EPE = np.matmul(ER, ER.transpose(0, 2, 1))
+        else:
+            EPE = np.matmul(np.matmul(E, G), E)
+        outer = Eh[:, :, None] * Ev[:, None, :]
+        EPE += outer + outer.transpose(0, 2, 1) + s[:, None, None] * Ev[:, :, None] * Ev[:, None, :]
+        dK = (-0.5 * beta * Dn)[:, None, None] * E - 0.5 * beta**3 * EPE
+        dPsi2 = _sandwich(g.Lwi.T, dK) + (0.5 * beta * Dn)[:, None, None] * g.Kinv
+        dPsi1 = (beta**2 * (Eh + s[:, None] * Ev)) @ g.Lwi
+        return value, dPsi1, dPsi2
 
     def unpack(self, theta):
         return theta[:, :self.Q].copy(), POSITIVE.forward(theta[:, self.Q:])
@@ -745,11 +795,19 @@ def projection_problem(model, Y, mask):
 
 def _nearest_training_rows(model, Y, mask, count):
     """Indices (n, count) of the training rows nearest to each new row on its observed entries."""
-    T = model.Y  # centred
+    T = model.Y  # centred (0 where a training entry is missing)
     count = int(min(max(1, count), T.shape[0]))
     mf = mask.astype(float)
-    # sum_O (t - y)^2 = sum_O t^2 - 2 sum_O t y + sum_O y^2; the last term is constant per row
-    dist = mf @ (T * T).T - 2.0 * (Y * mf) @ T.T
+    train_mask = getattr(model, "observed", None)
+    if train_mask is None:
+        # sum_O (t - y)^2 = sum_O t^2 - 2 sum_O t y + sum_O y^2; the last term is constant per row
+        dist = mf @ (T * T).T - 2.0 * (Y * mf) @ T.T
+    else:  # mean squared difference over the entries observed in both rows
+        To = np.asarray(train_mask, float)
+        Ym = Y * mf
+        both = mf @ To.T
+        dist = (mf @ (T * T).T - 2.0 * Ym @ T.T + (Ym * Ym) @ To.T) / np.maximum(both, 1.0)
+        dist[both == 0] = np.inf
     return np.argsort(dist, axis=1, kind="stable")[:, :count]
 
 

@@ -440,3 +440,37 @@ def test_integer_masks_and_single_rows_are_accepted(trained_bayesian):
     assert result.mean.shape == (1, 3) and result.observed.shape == (1, 10)
     assert len(result) == 1
     np.testing.assert_array_equal(result.observed[0], mask.astype(bool))
+
+
+def test_objective_of_a_model_trained_with_missing_values_is_the_difference_of_model_bounds():
+    """F(X, x*) - F(X) - KL(x*) equals the bound of the model with the new row appended minus the model's."""
+    rng = np.random.default_rng(15)
+    N, D, Q, M = 25, 6, 2, 5
+    Y = manifold_data(N=N, D=D, seed=5)
+    Y[rng.random((N, D)) < 0.2] = np.nan
+    Y[:, 0] = manifold_data(N=N, D=D, seed=5)[:, 0]  # one complete column: two kinds of groups
+    model = engine.BayesianGPLVM(Y, Q, num_inducing=M, seed=0)
+    model.set_parameters(X_variance=rng.uniform(0.1, 0.5, size=(N, Q)), noise_variance=0.1)
+    Ynew = manifold_data(N=N + 3, D=D, seed=5)[N:]
+    Ynew[1, [1, 4]] = np.nan
+    Yc, mask = checked(model, Ynew)
+    problem = infer.BayesianProjection(model, Yc, mask)
+    mu = rng.normal(size=(3, Q))
+    S = rng.uniform(0.05, 0.8, size=(3, Q))
+    theta = np.hstack([mu, POSITIVE.inverse(S)])
+    value, grad = problem.value_and_grad(np.arange(3), theta)
+    p = model.parameters
+    for i in range(3):
+        aug = engine.BayesianGPLVM(np.vstack([Y, Ynew[i]]), Q, num_inducing=M, X=np.vstack([p["X_mean"], mu[i]]),
+                                   X_variance=np.vstack([p["X_variance"], S[i]]), Z=p["Z"],
+                                   noise_variance=p["noise_variance"], kernel=model.kernel)
+        # the appended row changes the column means used for centring: keep the model's
+        aug.Y_mean = model.Y_mean
+        aug_Y = np.vstack([Y, Ynew[i]]) - model.Y_mean
+        aug.Y = np.ascontiguousarray(np.where(np.isnan(aug_Y), 0.0, aug_Y))
+        aug._cache = None
+        np.testing.assert_allclose(value[i], aug.objective() - model.objective(), rtol=1e-6, atol=1e-6)
+    err = check_grad(lambda t: problem.value_and_grad(np.arange(3), t)[0].sum(), theta, grad)
+    assert err < 1e-5, err
+    result = infer.infer_latent(model, Ynew)
+    assert np.all(np.isfinite(result.mean)) and np.all(np.isfinite(result.log_density))
