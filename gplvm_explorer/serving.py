@@ -68,7 +68,7 @@ def message_bytes_for_upload(file_bytes: int) -> int:
 def upload_hint(limit: int = UPLOAD_LIMIT_BYTES) -> str:
     """Plain text for next to the upload widget."""
     return (
-        f"Files up to {limit / MiB:.0f} MB. For bigger files, start the app with the file: "
+        f"Files up to {limit / 1e6:.0f} MB. For bigger files, start the app with the file: "
         "gplvm-explorer FILE"
     )
 

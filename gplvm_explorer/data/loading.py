@@ -17,8 +17,8 @@ CLI_HINT = "gplvm-explorer FILE"
 
 
 def _mb(n: int) -> str:
-    """Bytes as MB (or kB below 1 MB), binary units, one decimal at most."""
-    value, unit = (n / 2**20, "MB") if n >= 2**20 else (n / 2**10, "kB")
+    """Bytes as MB (or kB below 1 MB), decimal units as file managers show them."""
+    value, unit = (n / 1e6, "MB") if n >= 1e6 else (n / 1e3, "kB")
     return f"{value:.1f}".rstrip("0").rstrip(".") + " " + unit
 
 

@@ -23,7 +23,7 @@ MAX_ABS = 1e150  # larger magnitudes overflow in variances and kernels
 class Limits:
     """Size limits for user files.
 
-    max_bytes   largest accepted file (default 20 MB, the browser upload path).
+    max_bytes   largest accepted file in bytes (default 20 MB, the browser upload path).
     max_rows    most data rows a file may have (subsample larger data first).
     max_cols    most columns a file may have.
     max_values  most numbers (rows x columns) an NPY/NPZ array may hold;
@@ -33,7 +33,7 @@ class Limits:
                 command line instead.
     """
 
-    max_bytes: int = 20 * 1024 * 1024
+    max_bytes: int = 20_000_000
     max_rows: int = 100_000
     max_cols: int = 10_000
     max_values: int = 10_000_000

@@ -209,8 +209,8 @@ def test_npz_zip_bomb_member_is_refused():
 def test_file_over_size_limit(tmp_path):
     path = tmp_path / "big.csv"
     path.write_bytes(b"a,b\n" + b"1,2\n" * 1000)
-    with pytest.raises(DataError, match=r"The file is 3\.9 kB, more than the 1 kB upload limit.*gplvm-explorer FILE"):
-        load_file(path, limits=Limits(max_bytes=1024))
+    with pytest.raises(DataError, match=r"The file is 4 kB, more than the 1 kB upload limit.*gplvm-explorer FILE"):
+        load_file(path, limits=Limits(max_bytes=1000))
     with pytest.raises(DataError, match=r"more than the 1 kB upload limit.*command line \(gplvm-explorer FILE\)"):
         load_file(path.read_bytes(), "big.csv", limits=Limits(max_bytes=1024))
     with pytest.raises(DataError, match=r"more than the 1 kB limit\. Use a smaller file") as exc:
@@ -219,7 +219,7 @@ def test_file_over_size_limit(tmp_path):
 
 
 def test_default_size_limit_suits_browser_uploads():
-    assert Limits().max_bytes == 20 * 1024 * 1024
+    assert Limits().max_bytes == 20_000_000
 
 
 def test_too_many_rows():

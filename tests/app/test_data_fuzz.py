@@ -21,7 +21,9 @@ def _check(result):
     n, d = result.values.shape
     assert n >= 3 and d >= 2
     assert result.values.dtype == np.float64 and result.values.flags.c_contiguous
-    assert np.all(np.isfinite(result.values))
+    # finite or NaN (= missing); every row and column has at least one value
+    assert not np.isinf(result.values).any()
+    assert result.observed.any(axis=0).all() and result.observed.any(axis=1).all()
     assert len(result.feature_names) == d
     assert result.labels is None or result.labels.shape == (n,)
     assert result.image_shape is None or result.image_shape[0] * result.image_shape[1] == d
@@ -33,6 +35,7 @@ def _load(data, filename, **options):
         result = load_file(data, filename, limits=LIMITS, **options)
     except DataError as exc:
         assert str(exc)  # a message for the user, never empty
+        assert "\n" not in str(exc)  # plain one-line text; user strings in it are quoted
         return None
     _check(result)
     return result

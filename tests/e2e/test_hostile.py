@@ -1,0 +1,338 @@
+"""Hostile text in every channel a user controls must stay text in the page.
+
+Files whose header, label values, feature names or *file name* carry markup
+are uploaded; the app trains briefly, the points are hovered and clicked,
+every view is opened. No payload may run (``window.__xss`` stays unset, no
+dialog opens) and no injected element may exist anywhere in the DOM,
+including Bokeh's shadow roots. Each test also checks that the hostile
+strings really were shown, as text, so that it cannot pass by showing nothing.
+"""
+from __future__ import annotations
+
+import io
+import re
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(600),
+    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
+]
+
+READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+MARK = "__xss"
+
+# Each payload sets window.__xss (or opens a dialog) if it is ever parsed as HTML.
+# Attribute values are quoted so that Markdown (CommonMark) also treats them as raw HTML.
+IMG = '<img src="x" onerror="window.__xss=(window.__xss||0)+1">'
+SCRIPT = "<script>window.__xss=2</script>"
+SVG = '<svg onload="window.__xss=3"></svg>'
+IFRAME = '<iframe srcdoc="<script>parent.__xss=4</script>"></iframe>'
+DETAILS = '<details open ontoggle="window.__xss=5">d</details>'
+ALERT = '<img src="x" onerror="alert(document.domain)">'
+MD_IMG = '![p](x" onerror="window.__xss=6)'
+PAYLOADS = [IMG, SCRIPT, SVG, IFRAME, DETAILS, ALERT, MD_IMG]
+
+# Walks the document and every (open) shadow root; reports what should never exist.
+FIND_INJECTED = """
+(mark) => {
+  const found = [];
+  const visit = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      const tag = el.tagName.toLowerCase();
+      for (const a of Array.from(el.attributes || [])) {
+        const n = a.name.toLowerCase();
+        if (n.startsWith('on') && (a.value.includes(mark) || a.value.includes('alert('))) found.push(`${tag}[${n}]`);
+        if ((n === 'src' || n === 'href' || n === 'srcdoc') && a.value.includes(mark)) found.push(`${tag}[${n}]`);
+      }
+      if (tag === 'img' && /^x\b/.test(el.getAttribute('src') || '')) found.push('img[src=x]');
+      if ((tag === 'script' || tag === 'iframe' || tag === 'svg' || tag === 'details') && (el.outerHTML || '').includes(mark)) found.push(tag);
+      if (el.shadowRoot) visit(el.shadowRoot);
+    }
+  };
+  visit(document);
+  return found;
+}
+"""
+
+# All text shown in the page (document and shadow roots), tooltips included.
+ALL_TEXT = """
+() => {
+  const parts = [];
+  const visit = (root) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const n = walker.currentNode, tag = n.parentNode && n.parentNode.nodeName;
+      if (tag !== 'STYLE' && tag !== 'SCRIPT') parts.push(n.nodeValue);
+    }
+    for (const el of root.querySelectorAll('*')) {
+      if (el.shadowRoot) visit(el.shadowRoot);
+      if (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT') parts.push(el.value || '');
+    }
+  };
+  visit(document);
+  return parts.join('\\n');
+}
+"""
+
+# Page positions of the points of every scatter whose source holds hostile labels.
+HOSTILE_POINTS = """
+(mark) => {
+  const out = [];
+  const get = (data, k) => data instanceof Map ? data.get(k) : data[k];
+  const keys = (data) => data instanceof Map ? [...data.keys()] : Object.keys(data);
+  function* walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* walk(c); } }
+  for (const root of Object.values(Bokeh.index)) {
+    for (const v of walk(root)) {
+      if (!v.frame || !v.canvas_view) continue;
+      const rviews = v.renderer_views instanceof Map ? [...v.renderer_views.entries()] : [];
+      for (const [model] of rviews) {
+        const ds = model.data_source, g = model.glyph;
+        if (!ds || !g || !g.x || !g.y || !g.x.field || !g.y.field) continue;
+        const data = ds.data;
+        const hostile = keys(data).some(k => { const c = get(data, k);
+          return c && c.length && Array.from(c).some(s => typeof s === 'string' && s.includes(mark)); });
+        if (!hostile) continue;
+        const xs = get(data, g.x.field), ys = get(data, g.y.field);
+        const r = v.canvas_view.el.getBoundingClientRect();
+        for (let i = 0; i < Math.min(xs.length, 60); i++) {
+          const px = r.left + v.frame.x_scale.compute(xs[i]), py = r.top + v.frame.y_scale.compute(ys[i]);
+          if (Number.isFinite(px) && Number.isFinite(py)) out.push([px, py]);
+        }
+      }
+    }
+  }
+  return out;
+}
+"""
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:  # noqa: BLE001
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def hostile_app(chromium_path):
+    """The app served in-process with the same server options as the CLI."""
+    import socket
+
+    import panel as pn
+
+    from gplvm_explorer import warmup
+    from gplvm_explorer.app import create_app
+    from gplvm_explorer.serving import SERVER_OPTIONS
+
+    warmup.start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1",
+                      websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False,
+                      liveness=True, **SERVER_OPTIONS)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/liveness", 30)
+        warmup.wait(timeout=240)
+        yield f"http://127.0.0.1:{port}/app"
+    finally:
+        server.stop()
+
+
+class Guard:
+    """Records dialogs and page errors; checks the XSS flag and the DOM."""
+
+    def __init__(self, page):
+        self.page = page
+        self.dialogs: list[str] = []
+        page.on("dialog", self._on_dialog)
+
+    def _on_dialog(self, dialog):
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        try:
+            dialog.dismiss()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def check(self, where: str):
+        flag = self.page.evaluate("() => window.__xss")
+        injected = self.page.evaluate(FIND_INJECTED, MARK)
+        assert flag is None, f"{where}: an injected script ran (window.__xss = {flag!r})"
+        assert not self.dialogs, f"{where}: a dialog opened: {self.dialogs}"
+        assert not injected, f"{where}: injected elements in the DOM: {sorted(set(injected))}"
+
+    def text(self) -> str:
+        return self.page.evaluate(ALL_TEXT)
+
+
+def _open(page, url):
+    page.goto(url)
+    page.wait_for_function(READY, timeout=120_000)
+
+
+def _upload(page, name: str, data: bytes, mime: str = "text/csv"):
+    page.locator("input[type=file]").first.set_input_files(
+        files=[{"name": name, "mimeType": mime, "buffer": data}]
+    )
+
+
+def _wait_shown(page, guard: Guard, text: str, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in guard.text():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"{text!r} never appeared as text in the page")
+
+
+def _train_briefly(page, guard: Guard):
+    iters = page.get_by_label("Iterations")
+    if iters.count():
+        iters.first.fill("15")
+        iters.first.press("Enter")
+    train = page.get_by_role("button", name=re.compile(r"(^|\W)Train$"))
+    deadline = time.monotonic() + 20
+    while not train.first.is_enabled() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert train.first.is_enabled(), "Train stayed disabled after loading the hostile file"
+    train.first.click()
+    # finished when the hostile labels are on the latent map and Train is enabled again
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        guard.check("while training")
+        if page.evaluate(HOSTILE_POINTS, MARK) and train.first.is_enabled():
+            time.sleep(0.8)  # final map, grid and legend
+            return
+        time.sleep(0.3)
+    raise AssertionError("training did not finish with labelled points on the latent map")
+
+
+def _hover_and_click_points(page, guard: Guard):
+    points = page.evaluate(HOSTILE_POINTS, MARK)
+    assert points, "no points with the hostile labels on any plot"
+    for px, py in points[:25]:
+        page.mouse.move(px, py)
+        time.sleep(0.08)
+    page.mouse.move(*points[0])
+    time.sleep(0.5)
+    shown_in_tooltip = guard.text()
+    guard.check("after hovering the points")
+    page.mouse.click(*points[0])
+    time.sleep(1.5)
+    guard.check("after clicking a point")
+    return shown_in_tooltip
+
+
+def _open_every_view(page, guard: Guard):
+    """Expand collapsed cards, select every tab, open every details element."""
+    for _ in range(2):
+        for tab in page.get_by_role("tab").all():
+            try:
+                tab.click(timeout=2000)
+                time.sleep(0.3)
+            except Exception:  # noqa: BLE001
+                pass
+        page.evaluate(
+            """() => { const visit = (root) => { for (const el of root.querySelectorAll('*')) {
+                 if (el.classList && el.classList.contains('card-button') && el.closest('.card') &&
+                     el.closest('.card').classList.contains('collapsed')) el.click();
+                 if (el.shadowRoot) visit(el.shadowRoot); } }; visit(document); }"""
+        )
+        time.sleep(0.5)
+    for label in ("Follow the pointer",):
+        box = page.get_by_label(label)
+        if box.count():
+            try:
+                box.first.check(timeout=2000)
+            except Exception:  # noqa: BLE001
+                pass
+    time.sleep(0.5)
+    guard.check("after opening every view")
+
+
+def _hostile_csv() -> bytes:
+    rng = np.random.default_rng(0)
+    header = [IMG, SCRIPT, "plain", DETAILS, "f5", "f6", "f7", "f8", "notes " + SVG, "label"]
+    lines = [",".join('"' + h.replace('"', '""') + '"' for h in header)]
+    labels = [IMG, SVG, SCRIPT, ALERT, MD_IMG, IFRAME]
+    for i in range(36):
+        vals = rng.normal(size=8) + [i % 3, (i % 3) ** 2, 0.1 * i, 1.0, 0, -(i % 3), 0.05 * i, 2.0]
+        note = PAYLOADS[i % len(PAYLOADS)]
+        lab = labels[i % len(labels)]
+        cells = [f"{v:.4f}" for v in vals] + ['"' + note.replace('"', '""') + '"', '"' + lab.replace('"', '""') + '"']
+        lines.append(",".join(cells))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _hostile_npz() -> bytes:
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(30, 8)) + np.repeat(np.arange(3), 10)[:, None] * np.linspace(-1, 1, 8)
+    labels = np.array([[IMG, SVG, ALERT][i // 10] for i in range(30)])
+    names = np.array([IMG, SCRIPT, SVG, DETAILS, "x5", "x6", "x7", "x8"])
+    buf = io.BytesIO()
+    np.savez(buf, Y=Y, labels=labels, feature_names=names, **{"extra" + IMG.replace("/", ""): np.ones(2)})
+    return buf.getvalue()
+
+
+def test_markup_in_csv_header_labels_and_file_name_stays_text(page, hostile_app, artifacts):
+    guard = Guard(page)
+    _open(page, hostile_app)
+    name = f"{IMG}{SVG}.csv"
+    _upload(page, name, _hostile_csv())
+    _wait_shown(page, guard, name)  # the file name is shown, as text
+    guard.check("after the CSV upload")
+    text = guard.text()
+    assert IMG in text, "the hostile header/label text is not shown anywhere"
+    _train_briefly(page, guard)
+    guard.check("after training")
+    tooltip_text = _hover_and_click_points(page, guard)
+    assert any(lab in tooltip_text for lab in (IMG, SVG, SCRIPT, ALERT)), \
+        "hovering the points never showed a label"
+    _open_every_view(page, guard)
+    page.screenshot(path=str(artifacts / "hostile-csv.png"), full_page=True)
+    guard.check("at the end")
+
+
+def test_markup_in_npz_labels_and_feature_names_stays_text(page, hostile_app, artifacts):
+    guard = Guard(page)
+    _open(page, hostile_app)
+    _upload(page, "labels.npz", _hostile_npz(), "application/octet-stream")
+    _wait_shown(page, guard, "labels.npz")
+    guard.check("after the NPZ upload")
+    _train_briefly(page, guard)
+    guard.check("after training")
+    tooltip_text = _hover_and_click_points(page, guard)
+    assert any(lab in tooltip_text for lab in (IMG, SVG, ALERT)), "hovering the points never showed a label"
+    _open_every_view(page, guard)
+    page.screenshot(path=str(artifacts / "hostile-npz.png"), full_page=True)
+    guard.check("at the end")
+
+
+def test_markup_in_error_messages_stays_text(page, hostile_app, artifacts):
+    guard = Guard(page)
+    _open(page, hostile_app)
+    # a file the loader refuses: its name and content are quoted in the message
+    bad_name = f"{SVG}{IMG}.csv"
+    _upload(page, bad_name, f"{IMG}\n{SCRIPT}\n".encode())
+    _wait_shown(page, guard, bad_name)
+    guard.check("after a refused CSV")
+    # an unsupported extension
+    _upload(page, f"{IMG}.exe", b"MZ\x90\x00", "application/octet-stream")
+    time.sleep(2.0)
+    guard.check("after an unsupported file type")
+    # a label column that names markup but holds no numbers
+    _upload(page, "only-text.csv", f"label,{IMG}\n{SCRIPT},{SVG}\n{IMG},{DETAILS}\n".encode())
+    time.sleep(2.0)
+    guard.check("after a CSV with no numbers")
+    page.screenshot(path=str(artifacts / "hostile-errors.png"), full_page=True)
