@@ -86,14 +86,3 @@ class BayesianGPLVM(CollapsedModel):
         """Gradients of the ELBO w.r.t. the named, constrained parameters."""
         return self.objective_gradients()
 
-    def infer_latent(self, y_new, observed=None, **options):
-        """q(x*) for a new, possibly partially observed, output vector; see engine.infer."""
-        from ..infer import infer_latent
-
-        return infer_latent(self, y_new, observed=observed, **options)
-
-    def log_density(self, y_new, observed=None, **options) -> float:
-        """log q(y* | Y) ~ F(X, x*) - F(X) (paper eq. 20), nats."""
-        from ..infer import log_density
-
-        return log_density(self, y_new, observed=observed, **options)
