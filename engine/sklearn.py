@@ -27,9 +27,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data as _validate_data
+    _FINITE = "ensure_all_finite"
 except ImportError:  # pragma: no cover - scikit-learn < 1.6
     def _validate_data(estimator, X, **kwargs):
         return estimator._validate_data(X, **kwargs)
+    _FINITE = "force_all_finite"
 
 from . import kernels as _kernels
 from .errors import ConfigurationError
@@ -157,6 +159,21 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             "init": _choice(self.init, "init", _INITS),
         }
 
+    def _handles_missing(self) -> bool:
+        """Whether the chosen model trains with NaN entries as missing values (Bayesian, sparse)."""
+        cls = MODELS.get(self.model.lower()) if isinstance(self.model, str) else None
+        return bool(getattr(cls, "handles_missing", False))
+
+    def _check_X(self, X, reset):
+        finite = "allow-nan" if self._handles_missing() else True
+        return _validate_data(self, X, reset=reset, dtype=np.float64, ensure_min_samples=2 if reset else 1,
+                              **{_FINITE: finite})
+
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self._handles_missing()
+        return tags
+
     def _seed(self) -> int:
         if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool):
             if self.random_state >= 0:
@@ -165,9 +182,13 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
     # ---- scikit-learn API -------------------------------------------------------------------
     def fit(self, X, y=None):
-        """Train the model on X (n_samples, n_features); y is ignored."""
-        X = _validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        """Train the model on X (n_samples, n_features); y is ignored.
+
+        NaN entries of X are missing values for the "bayesian" and "sparse" models
+        (trained on the observed entries only); the "gplvm" model refuses them.
+        """
         s = self._settings()
+        X = self._check_X(X, reset=True)
         seed = self._seed()
         cls = MODELS[s["model"]]
         kwargs = dict(kernel=s["kernel"], init=s["init"], seed=seed)
@@ -195,9 +216,13 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         return self.fit(X, y).embedding_.copy()
 
     def transform(self, X):
-        """Project new rows X (n, n_features) into the latent space: (n, n_components) means."""
+        """Project new rows X (n, n_features) into the latent space: (n, n_components) means.
+
+        With the "bayesian" and "sparse" models a row may have NaN entries: it is projected
+        from its observed entries (``inverse_transform`` of the result then predicts the others).
+        """
         check_is_fitted(self, "model_")
-        X = _validate_data(self, X, dtype=np.float64, reset=False)
+        X = self._check_X(X, reset=False)
         return np.array(self.model_.infer_latent(X).mean, dtype=float)
 
     def inverse_transform(self, X):

@@ -1,7 +1,7 @@
 """``gplvm-explorer fit FILE -o model.npz``: fit a model headless, with a progress bar.
 
 For scripts, clusters and batch jobs: the data file is read by the data layer
-(`gplvm_explorer.data`: CSV, TSV, TXT, NPY, NPZ, validated as in the app), the
+(`gplvm_explorer.data`: every format it reads, validated as in the app), the
 model is fitted by the engine and saved with `engine.io.save_model` (an .npz
 the app and ``engine.io.load_model`` open again, with the same bound).
 
@@ -59,6 +59,9 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from gplvm_explorer.data import FORMATS
+
+    formats = ", ".join(f.upper() for f in FORMATS)
     p = argparse.ArgumentParser(
         prog="gplvm-explorer fit",
         description="Fit a GP-LVM to a data file without the browser and save the trained model.",
@@ -66,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                "3 unusable data file; 4 cannot write the output; 130 interrupted (Ctrl-C), "
                "best point saved. Open the saved model in the app or with engine.io.load_model.",
     )
-    p.add_argument("file", metavar="FILE", help="data file: CSV, TSV, TXT, NPY or NPZ (rows = data points)")
+    p.add_argument("file", metavar="FILE", help=f"data file ({formats}); rows are data points")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.npz", help="where to save the trained model")
     p.add_argument("--coords", metavar="COORDS.csv", help="also write the latent means, one row per data row")
     p.add_argument("--model", default="bayesian", choices=MODELS,
@@ -381,6 +384,9 @@ def run(args) -> int:
         print(f"error: impossible setting: {_message(exc)}{hint}", file=err)
         return EXIT_SETTINGS
 
+    if args.model == "gplvm" and args.num_inducing is not None:
+        print("note: --num-inducing is ignored by --model gplvm (the exact GP-LVM has no inducing points)",
+              file=err)
     what = f"{type(model).__name__}, Q={args.latent_dim}"
     if hasattr(model, "num_inducing"):
         what += f", M={model.num_inducing}"

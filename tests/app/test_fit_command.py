@@ -207,7 +207,8 @@ def _lines(pipe, out: queue.Queue):
     out.put(None)
 
 
-def test_sigint_stops_a_long_fit_and_saves_the_best_point(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_a_long_fit_and_saves_the_best_point(tmp_path, signum):
     Y, _ = curve_rows(300, D=10, seed=1)
     data = write_csv(tmp_path / "big.csv", Y)
     out, coords = tmp_path / "m.npz", tmp_path / "c.csv"
@@ -226,7 +227,7 @@ def test_sigint_stops_a_long_fit_and_saves_the_best_point(tmp_path):
             seen.append(line)
             if line.startswith("iter "):
                 break
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         code = proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
@@ -235,8 +236,8 @@ def test_sigint_stops_a_long_fit_and_saves_the_best_point(tmp_path):
     while (line := lines.get(timeout=60)) is not None:
         seen.append(line)
     err = "".join(seen)
-    assert code == 130, err
-    assert "SIGINT: stopping" in err
+    assert code == 128 + int(signum), err  # 130 for SIGINT, 143 for SIGTERM
+    assert f"{signal.Signals(signum).name}: stopping" in err
     match = re.search(r"Stopped after (\d+) iterations", err)
     assert match, err
     assert 1 <= int(match.group(1)) < 2000

@@ -133,6 +133,46 @@ def test_fit_transform_returns_the_trained_latent_means(manifold, fitted):
     assert list(est.get_feature_names_out()) == ["gplvmtransformer0", "gplvmtransformer1"]
 
 
+def test_missing_entries_are_trained_on_and_predicted(manifold):
+    Y, Ynew = manifold
+    rng = np.random.default_rng(2)
+    Ymiss = Y.copy()
+    Ymiss[rng.random(Y.shape) < 0.1] = np.nan
+    est = GPLVMTransformer(n_components=2, num_inducing=15, max_iters=300, random_state=0).fit(Ymiss)
+    assert est.model_.observed is not None and not est.model_.observed.all()
+    # a new row with two of its five entries unobserved: projected from the other three
+    partial = Ynew.copy()
+    partial[:, [1, 3]] = np.nan
+    filled = est.inverse_transform(est.transform(partial))
+    err = np.abs(filled[:, [1, 3]] - Ynew[:, [1, 3]]) / Y[:, [1, 3]].std(axis=0)
+    assert np.max(err) < 0.05
+
+
+def test_exact_gplvm_refuses_missing_values(manifold):
+    Y, _ = manifold
+    Ymiss = Y.copy()
+    Ymiss[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        GPLVMTransformer(model="gplvm", max_iters=2).fit(Ymiss)
+    est = GPLVMTransformer(model="gplvm", max_iters=2).fit(Y)
+    with pytest.raises(ValueError, match="NaN"):
+        est.transform(Ymiss[:3])
+    if _minor(sklearn.__version__) >= (1, 6):
+        assert not est.__sklearn_tags__().input_tags.allow_nan
+        assert GPLVMTransformer().__sklearn_tags__().input_tags.allow_nan
+
+
+def test_infinite_values_are_refused(manifold):
+    Y, _ = manifold
+    Yinf = Y.copy()
+    Yinf[3, 2] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        GPLVMTransformer(max_iters=2).fit(Yinf)
+    est = GPLVMTransformer(num_inducing=10, max_iters=2).fit(Y)
+    with pytest.raises(ValueError, match="infinity"):
+        est.transform(Yinf[:5])
+
+
 # ---- pipelines ---------------------------------------------------------------------------------------
 
 def test_pipeline_and_grid_search():
