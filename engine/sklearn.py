@@ -19,7 +19,7 @@ import numpy as np
 
 try:
     from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-    from sklearn.utils import check_random_state
+    from sklearn.utils import check_array, check_random_state
     from sklearn.utils.validation import check_is_fitted
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError("engine.sklearn needs scikit-learn (>= 1.3): "
@@ -165,9 +165,11 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         return bool(getattr(cls, "handles_missing", False))
 
     def _check_X(self, X, reset):
-        finite = "allow-nan" if self._handles_missing() else True
+        # NaN (missing) entries are accepted when the model to train (fit) or the trained model
+        # (transform) handles them
+        allow_nan = self._handles_missing() if reset else getattr(self.model_, "handles_missing", False)
         return _validate_data(self, X, reset=reset, dtype=np.float64, ensure_min_samples=2 if reset else 1,
-                              **{_FINITE: finite})
+                              **{_FINITE: "allow-nan" if allow_nan else True})
 
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
         tags = super().__sklearn_tags__()
@@ -248,8 +250,6 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
 
 def _check_latent(X, Q):
-    from sklearn.utils import check_array
-
     X = check_array(X, dtype=np.float64)
     if X.shape[1] != Q:
         raise ValueError(f"X has {X.shape[1]} features, but GPLVMTransformer.inverse_transform "
