@@ -34,12 +34,11 @@ Threads and summation order: the blocks form ``min(blocks, _GROUPS)`` groups
 of consecutive blocks, as equal as they can be (:func:`_group_bounds`: they
 depend on N alone, never on the thread count).  Each group sums its blocks in
 order into its own accumulators, and the group partials are added in group
-order at the end.  The groups are split into
-``numba.get_num_threads()`` contiguous shares run by a small thread pool (the
-compiled functions release the GIL), so the threads only decide who computes
-a group, not the order of any sum: the results are bitwise the same for any
-number of threads.  This replaced
-``parallel=True``: under the "omp" layer, waiting OpenMP threads spin, and on
+order at the end.  The groups are split into ``numba.get_num_threads()``
+contiguous shares run by a small thread pool (the compiled functions release
+the GIL), so the threads only decide who computes a group, not the order of
+any sum: the results are bitwise the same for any number of threads.  The
+pool replaced ``parallel=True``: under the "omp" layer, waiting OpenMP threads spin, and on
 a machine that also runs the web server, other sessions or BLAS the parallel
 region was several times slower than this pool (N=1000, M=50, Q=10 on a
 busy two-core machine: ~90 ms against ~12 ms for the forward pass).  It
@@ -219,8 +218,8 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
     Rb = np.empty((Q, _BLOCK))
     RbT = np.empty((_BLOCK, Q))
     for g in range(g_lo, g_hi):
-        Dacc[:] = 0.0
         for b in range(bounds[g], bounds[g + 1]):
+            first = b == bounds[g]  # the group's first block sets Dacc (no memset of P Q doubles)
             n0 = b * _BLOCK
             _load_block(c, Ut, Rt, n0, cb, Ub, Rb)
             for q in range(Q):
@@ -263,8 +262,12 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
                 np.dot(Er.T, ZgT[:m + 1], YmT)
                 np.dot(Er, RbT, D[:m + 1])
                 k0 = p0 * Q
-                for k in range((m + 1) * Q):
-                    Dacc[k0 + k] += Df[k]
+                if first:
+                    for k in range((m + 1) * Q):
+                        Dacc[k0 + k] = Df[k]
+                else:
+                    for k in range((m + 1) * Q):
+                        Dacc[k0 + k] += Df[k]
                 gd = Gp[p0 + m]
                 ed = Er[m]
                 for i in range(_BLOCK):
