@@ -142,3 +142,50 @@ def effective_upload_limit() -> int:
             ws, fits / 1e6, WEBSOCKET_MAX_MESSAGE_SIZE,
         )
     return min(UPLOAD_LIMIT_BYTES, fits)
+
+
+#: Extensions the app reads (the data layer's formats).
+UPLOAD_EXTENSIONS = (".csv", ".tsv", ".txt", ".npy", ".npz")
+#: Bytes per websocket message of a chunked upload (base64: 4/3 of this).
+UPLOAD_CHUNK_BYTES = 4_000_000
+
+
+def upload_widget(**params):
+    """A file picker that checks the size in the browser and uploads in chunks.
+
+    Panel's ``FileDropper``: a file over `UPLOAD_LIMIT_BYTES` is refused in
+    the browser before anything is sent ("File is too large / Maximum file
+    size is 20 MB"); accepted files travel in chunks of `UPLOAD_CHUNK_BYTES`,
+    so no websocket message comes near the server's limit (even Bokeh's
+    default). Show `upload_hint()` beside it for what to do with bigger
+    files. Its ``value`` is a dict {file name: bytes}; read it with
+    `uploaded_file`.
+    """
+    import panel as pn
+
+    options = dict(
+        accepted_filetypes=list(UPLOAD_EXTENSIONS),
+        max_file_size=f"{UPLOAD_LIMIT_BYTES // 1_000_000}MB",
+        chunk_size=UPLOAD_CHUNK_BYTES,
+        multiple=False,
+    )
+    options.update(params)
+    return pn.widgets.FileDropper(**options)
+
+
+def uploaded_file(value) -> tuple[str, bytes] | None:
+    """(file name, bytes) from a FileDropper / FileInput value, or None when empty.
+
+    A FileDropper reports {} when its file is removed (or replaced); that is
+    not an upload.
+    """
+    if not value:
+        return None
+    if isinstance(value, dict):
+        name, content = next(reversed(value.items()))  # the newest file
+        if isinstance(content, str):  # text files may arrive decoded
+            content = content.encode("utf-8")
+        return str(name), bytes(content)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "upload", bytes(value)
+    return None

@@ -64,3 +64,19 @@ def test_preloaded_dataset_is_shared_read_only_and_big_files_are_fine(tmp_path, 
     c = a.copy()
     c.values[0, 0] = 1.0  # a session's copy is its own
     assert a.values[0, 0] == Y[0, 0]
+
+
+def test_upload_widget_checks_size_in_the_browser_and_chunks():
+    pn = pytest.importorskip("panel")
+    w = serving.upload_widget()
+    assert isinstance(w, pn.widgets.FileDropper)
+    assert w.max_file_size == "20MB" and not w.multiple
+    assert serving.message_bytes_for_upload(w.chunk_size) < 20 * 2**20  # fits even Bokeh's default
+    assert set(w.accepted_filetypes) == {".csv", ".tsv", ".txt", ".npy", ".npz"}
+
+
+def test_uploaded_file_reads_dropper_and_input_values():
+    assert serving.uploaded_file({}) is None and serving.uploaded_file(None) is None
+    assert serving.uploaded_file({"a.csv": b"1,2"}) == ("a.csv", b"1,2")
+    assert serving.uploaded_file({"a.csv": "1,2"}) == ("a.csv", b"1,2")
+    assert serving.uploaded_file(b"xy") == ("upload", b"xy")
