@@ -118,10 +118,17 @@ def _check_writable(path: Path) -> None:
         raise UsageError(f"Cannot write {path}: permission denied.")
 
 
-def _label_column(value):
-    if value is None:
-        return None
-    return int(value) if value.strip().lstrip("-").isdigit() else value
+def _label_column(value, path, limits):
+    """--label as the data layer takes it: a column name, or a 0-based index when no column has that name."""
+    from gplvm_explorer.data import DataError, csv_columns
+
+    if value is None or not value.strip().lstrip("-").isdigit():
+        return value
+    try:
+        names = csv_columns(path, limits=limits)
+    except DataError:
+        names = []
+    return value if value in names else int(value)
 
 
 def load_dataset(args):
@@ -134,7 +141,7 @@ def load_dataset(args):
         raise DataError(f"Cannot read {args.file}: no such file.")
     if path.is_dir():
         raise DataError(f"Cannot read {args.file}: it is a directory, not a data file.")
-    return load_file(path, label_column=_label_column(args.label), standardize=args.standardize,
+    return load_file(path, label_column=_label_column(args.label, path, CLI_LIMITS), standardize=args.standardize,
                      missing=args.missing, limits=CLI_LIMITS, seed=args.seed)
 
 

@@ -115,6 +115,17 @@ def test_missing_cells_train_the_bayesian_model_and_stop_the_exact_one(tmp_path,
     assert load_model(tmp_path / "g.npz").Y.shape == (34, 5)
 
 
+@pytest.mark.parametrize("label", ["5", "2019"])
+def test_label_column_by_index_or_by_a_numeric_name(tmp_path, capsys, label):
+    Y, labels = curve_rows(30)
+    data = write_csv(tmp_path / "years.csv", Y, labels)
+    data.write_text(data.read_text().replace(",side\n", ",2019\n", 1))
+    code, err = run_fit([data, "--label", label, "--max-iters", "2", "-o", tmp_path / "m.npz"], capsys)
+    assert code == 0, err
+    assert "labels '2019': 2 classes" in err
+    assert load_model(tmp_path / "m.npz").Y.shape == (30, 5)
+
+
 # ---- bad files and impossible settings ------------------------------------------------------------
 
 def test_missing_file_exits_3_naming_it(tmp_path, capsys):
