@@ -11,6 +11,7 @@ from .errors import (ConfigurationError, EngineError, NumericalError, Optimizati
                      UnsupportedKernelError, UnsupportedOperationError)
 from .infer import LatentInference
 from .models.bayesian import BayesianGPLVM
+from .models.deep import DeepGP
 from .models.dynamical import DynamicalBGPLVM
 from .models.gplvm import GPLVM
 from .models.mrd import MRD
@@ -18,7 +19,7 @@ from .models.sparse import SparseGPLVM
 from .optimize import FitResult, Snapshot, fit
 
 __all__ = [
-    "BayesianGPLVM", "ConfigurationError", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM",
+    "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM",
     "LatentInference", "MRD", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
 ]
