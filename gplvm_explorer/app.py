@@ -1,20 +1,23 @@
 """GPLVM Explorer: the Panel app.
 
 Serve with ``panel serve gplvm_explorer/app.py``, ``gplvm-explorer`` or
-``make serve``.  :func:`create_app` builds a fresh page (with its own
-view-model and training session) for every browser session; this module only
-assembles the template.
+``make serve``.  :func:`create_app` builds a fresh page -- its own
+:class:`~gplvm_explorer.explorer.Explorer` and views -- for every browser
+session; this module only assembles the template.  Nothing polls: background
+threads hand their results to the page through the session's event loop, and
+closing the tab stops the session's training.
 """
 from __future__ import annotations
 
 import base64
+import logging
 from pathlib import Path
 
 import holoviews as hv
 import panel as pn
 
 from gplvm_explorer import help_texts, warmup
-from gplvm_explorer.viewmodel import ExplorerState
+from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.views import (
     ARDPlot,
     DataPanel,
@@ -22,15 +25,17 @@ from gplvm_explorer.views import (
     LatentMap,
     ModelPanel,
     ObjectivePlot,
+    PageErrors,
     ReconstructionView,
     StatusBar,
     TrainingPanel,
 )
 from gplvm_explorer.views.common import title_with_help
 
+logger = logging.getLogger(__name__)
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "GPLVM Explorer"
-POLL_MS = 250  # UI refresh: 4 Hz
 
 hv.extension("bokeh", logo=False)
 pn.extension(notifications=False, design="bootstrap")
@@ -51,28 +56,35 @@ def _data_uri(name: str, mime: str = "image/svg+xml") -> str:
     return f"data:{mime};base64," + base64.b64encode(raw).decode()
 
 
-def create_app(session=None):
-    """Build one page.  ``session`` (a TrainingSession) is for tests."""
-    vm = ExplorerState(session=session)
-    latent = LatentMap(vm=vm)
+def _served_doc():
+    doc = pn.state.curdoc
+    return doc if doc is not None and doc.session_context is not None else None
+
+
+def create_app(**explorer_options):
+    """Build one page.  ``explorer_options`` go to :class:`Explorer` (tests pass a limiter or a model builder)."""
+    doc = _served_doc()
+    ex = Explorer(doc=doc, **explorer_options)
+
     def card(view, title, help_md):
         return pn.Card(view, header=title_with_help(title, help_md, level=4), sizing_mode="stretch_width",
                        collapsible=True, margin=(6, 4))
 
     sidebar = [
-        card(DataPanel(vm=vm), "1 · Data", help_texts.DATA),
-        card(ModelPanel(vm=vm), "2 · Model", help_texts.MODEL),
-        card(TrainingPanel(vm=vm), "3 · Training", help_texts.TRAINING),
+        card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
+        card(ModelPanel(explorer=ex), "2 · Model", help_texts.MODEL),
+        card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
     ]
     main = [
-        StatusBar(vm=vm),
+        PageErrors(explorer=ex),
+        StatusBar(explorer=ex),
         pn.Row(
-            pn.Column(latent, sizing_mode="stretch_width", min_width=440),
-            pn.Column(ReconstructionView(vm=vm), ARDPlot(vm=vm), width=400),
+            pn.Column(LatentMap(explorer=ex), sizing_mode="stretch_width", min_width=440),
+            pn.Column(ReconstructionView(explorer=ex), ARDPlot(explorer=ex), width=400),
             sizing_mode="stretch_width",
         ),
-        ObjectivePlot(vm=vm),
-        ExportPanel(vm=vm, latent_map=latent),
+        ObjectivePlot(explorer=ex),
+        ExportPanel(explorer=ex),
     ]
     template = pn.template.FastListTemplate(
         title=TITLE,
@@ -88,15 +100,13 @@ def create_app(session=None):
         theme_toggle=False,
         main_layout=None,
     )
-    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
-        cb = pn.state.add_periodic_callback(vm.poll, period=POLL_MS)
-
-        def _destroyed(session_context, vm=vm, cb=cb):
-            cb.stop()
-            vm.close()
+    if doc is not None:
+        def _destroyed(session_context, ex=ex, log=logger):
+            log.debug("Session %s destroyed", getattr(session_context, "id", "?"))
+            ex.close()
 
         pn.state.on_session_destroyed(_destroyed)
-    template.vm = vm  # handy for tests and debugging
+    template.explorer = ex  # handy for tests and debugging
     return template
 
 

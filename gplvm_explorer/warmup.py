@@ -8,49 +8,77 @@ does not wait for the JIT.  :func:`status` is "idle", "running", "done" or
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
-__all__ = ["start", "status", "done", "wait", "elapsed"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["start", "status", "done", "wait", "elapsed", "on_done"]
 
 _lock = threading.Lock()
 _state = {"status": "idle", "thread": None, "started": None, "finished": None, "error": None}
 _done = threading.Event()
+_listeners: list = []
 
 
 def _configs():
-    from .session import ModelConfig
+    from .catalog import CATALOG, ModelConfig
 
-    for model in ("bayesian", "sparse", "gplvm"):
-        yield ModelConfig(model=model, kernel="rbf", bias=True, white=True, latent_dim=2,
-                          num_inducing=5, max_iters=2, seed=0)
-    for model in ("bayesian", "sparse"):
-        yield ModelConfig(model=model, kernel="linear", bias=True, white=True, latent_dim=2,
-                          num_inducing=5, max_iters=2, seed=0)
+    for spec in CATALOG.values():
+        for kernel in ("rbf", "linear"):
+            if kernel in spec.kernels:
+                yield ModelConfig(model=spec.key, kernel=kernel, bias=True, white=True, latent_dim=2,
+                                  num_inducing=5, max_iters=2, seed=0)
 
 
 def _run():
     import numpy as np
-
-    from .session import build_model
 
     try:
         rng = np.random.default_rng(0)
         Y = rng.standard_normal((20, 4))
         for cfg in _configs():
             try:
-                model = build_model(Y, cfg)
+                model = cfg.spec.build(Y, cfg)
                 model.fit(optimizer="lbfgs", max_iters=cfg.max_iters)
                 model.predict(np.zeros((3, cfg.latent_dim)))
             except Exception as exc:  # one model kind failing must not stop the others
+                logger.exception("Warm-up of %s/%s failed", cfg.model, cfg.kernel)
                 _state["error"] = f"{cfg.model}/{cfg.kernel}: {exc}"
         _state["status"] = "done" if _state["error"] is None else "failed"
     except BaseException as exc:  # pragma: no cover
+        logger.exception("Warm-up failed")
         _state["error"] = str(exc)
         _state["status"] = "failed"
     finally:
         _state["finished"] = time.perf_counter()
         _done.set()
+        with _lock:
+            listeners = list(_listeners)
+            _listeners.clear()
+        for fn in listeners:
+            try:
+                fn()
+            except Exception:
+                logger.exception("A warm-up listener failed")
+
+
+def on_done(fn):
+    """Call ``fn()`` (from the warm-up thread) when the warm-up ends; returns an unsubscribe function.
+
+    If no warm-up is under way, nothing is registered and ``fn`` is not called.
+    """
+    with _lock:
+        if _state["status"] != "running":
+            return lambda: None
+        _listeners.append(fn)
+
+    def unsubscribe():
+        with _lock:
+            if fn in _listeners:
+                _listeners.remove(fn)
+    return unsubscribe
 
 
 def start() -> threading.Thread | None:

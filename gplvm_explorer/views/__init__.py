@@ -1,9 +1,9 @@
-"""Viewer components of the explorer; each reads one ExplorerState."""
-from .controls import DataPanel, ModelPanel, StatusBar, TrainingPanel
+"""Viewer components of the explorer: each reads the explorer's state objects; none keeps state of its own."""
+from .controls import DataPanel, ModelPanel, PageErrors, StatusBar, TrainingPanel
 from .export import ExportPanel
 from .latent_map import LatentMap
 from .reconstruction import ReconstructionView
 from .training_plots import ARDPlot, ObjectivePlot
 
-__all__ = ["DataPanel", "ModelPanel", "TrainingPanel", "StatusBar", "LatentMap", "ReconstructionView",
-           "ObjectivePlot", "ARDPlot", "ExportPanel"]
+__all__ = ["ARDPlot", "DataPanel", "ExportPanel", "LatentMap", "ModelPanel", "ObjectivePlot", "PageErrors",
+           "ReconstructionView", "StatusBar", "TrainingPanel"]

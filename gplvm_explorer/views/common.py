@@ -1,10 +1,15 @@
 """Small helpers shared by the views."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import panel as pn
 import param
+
+from ..text import escape, plain  # noqa: F401  (re-exported for the views)
+
+logger = logging.getLogger(__name__)
 
 ACCENT = "#1f5f8b"
 

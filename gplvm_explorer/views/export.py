@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
 
@@ -9,18 +10,19 @@ import holoviews as hv
 import panel as pn
 import param
 
-from .. import help_texts
-from ..viewmodel import ExplorerState
-from .common import OUTLINE, PANEL_STYLES, title_with_help
+from .. import export, help_texts
+from ..explorer import Explorer
+from .common import OUTLINE, PANEL_STYLES, escape, title_with_help
+
+logger = logging.getLogger(__name__)
 
 
 class ExportPanel(pn.viewable.Viewer):
-    vm = param.ClassSelector(class_=ExplorerState)
-    latent_map = param.Parameter(default=None, doc="The LatentMap view (for the HTML export).")
+    explorer = param.ClassSelector(class_=Explorer)
 
     def __init__(self, **params):
         super().__init__(**params)
-        vm = self.vm
+        ex = self.explorer
         kw = dict(**OUTLINE, color="primary", sizing_mode="stretch_width", margin=(4, 5))
         self.csv = pn.widgets.FileDownload(callback=self._csv, filename="latents.csv",
                                            label="Latent coordinates (CSV)", **kw)
@@ -31,7 +33,7 @@ class ExportPanel(pn.viewable.Viewer):
         self.html = pn.widgets.FileDownload(callback=self._html, filename="latent-map.html",
                                             label="Latent map (HTML)", **kw)
         self.error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
-        self.summary = pn.widgets.TextAreaInput(value=vm.summary_text, sizing_mode="stretch_width", height=170,
+        self.summary = pn.widgets.TextAreaInput(value="", sizing_mode="stretch_width", height=170,
                                                 label="Settings and results (copy as text)",
                                                 placeholder="Train a model to see its summary here.")
         self.copy = pn.widgets.Button(label="Copy summary", color="default", **OUTLINE, width=140)
@@ -41,55 +43,62 @@ class ExportPanel(pn.viewable.Viewer):
             else { const t = document.createElement('textarea'); t.value = text; document.body.appendChild(t);
                    t.select(); document.execCommand('copy'); document.body.removeChild(t); }
         """)
-        vm.param.watch(self._refresh, ["summary_text", "train_state", "model_Q"])
+        ex.param.watch(self._refresh, ["summary"])
+        ex.latent.param.watch(self._refresh, ["view"])
+        ex.training.param.watch(self._refresh, ["result"])
         self._refresh()
 
     def _refresh(self, *events):
-        vm = self.vm
-        self.summary.value = vm.summary_text
-        has_latents = vm.X_mean is not None
-        finished = vm.train_state in ("finished", "stopped")
-        self.csv.disabled = self.png.disabled = self.html.disabled = not has_latents
-        self.npz.disabled = not finished
+        ex = self.explorer
+        self.summary.value = ex.summary
+        result = ex.training.result
+        self.csv.disabled = result is None
+        self.png.disabled = self.html.disabled = ex.latent.view is None
+        self.npz.disabled = result is None or not result.final
 
-    def _guard(self, fn):
+    def _guard(self, build):
         try:
             self.error.visible = False
-            return fn()
+            return io.BytesIO(build())
         except Exception as exc:
-            self.error.object = f"Export failed: {exc}"
+            logger.exception("Export failed")
+            self.error.object = escape(f"Export failed: {exc}", None)
             self.error.visible = True
             return io.BytesIO(b"")
 
     def _csv(self):
-        return self._guard(lambda: io.BytesIO(self.vm.latents_csv()))
+        return self._guard(lambda: export.latents_csv(self.explorer.training.result))
 
     def _npz(self):
-        return self._guard(lambda: io.BytesIO(self.vm.model_npz()))
+        return self._guard(lambda: export.model_npz(self.explorer.training.result))
 
     def _png(self):
-        return self._guard(lambda: io.BytesIO(self.vm.latent_png()))
+        ex = self.explorer
+        return self._guard(lambda: export.latent_png(ex.latent.view, ex.colouring()))
 
     def _html(self):
+        ex = self.explorer
+
         def build():
-            if self.latent_map is None:
-                raise ValueError("No latent map.")
+            view = ex.latent.view
+            if view is None:
+                raise ValueError("Train a model first.")
+            rgb = export.latent_rgba(view, ex.colouring(), size=700)
+            x0, y0, x1, y1 = view.extent
+            xd, yd = view.dims
+            plot = hv.RGB(rgb, bounds=(x0, y0, x1, y1), kdims=[f"latent x{xd + 1}", f"latent x{yd + 1}"]).opts(
+                width=760, height=700, title="GPLVM Explorer latent map")
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "latent-map.html")
-                hv.save(self.latent_map.static_overlay(), path, backend="bokeh", resources="inline",
-                        title="GPLVM Explorer latent map")
+                hv.save(plot, path, backend="bokeh", resources="inline", title="GPLVM Explorer latent map")
                 with open(path, "rb") as fh:
-                    return io.BytesIO(fh.read())
+                    return fh.read()
         return self._guard(build)
 
     def __panel__(self):
         return pn.Column(
             title_with_help("Export & summary", help_texts.EXPORT),
-            pn.Row(
-                pn.Column(self.csv, self.npz, self.png, self.html, self.error, width=260),
-                pn.Column(self.summary, self.copy, sizing_mode="stretch_width"),
-                sizing_mode="stretch_width",
-            ),
-            sizing_mode="stretch_width",
-            styles=PANEL_STYLES,
+            pn.Row(pn.Column(self.csv, self.npz, self.png, self.html, self.error, width=260),
+                   pn.Column(self.summary, self.copy, sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+            sizing_mode="stretch_width", styles=PANEL_STYLES,
         )

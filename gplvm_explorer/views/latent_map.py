@@ -1,212 +1,358 @@
-"""The latent map: predictive-variance shading, labelled points, click to reconstruct."""
+"""The latent map: predictive-variance shading, the points, click to reconstruct.
+
+* The shading is an ``hv.Image`` of the slice's variance grid (computed in a
+  background thread by LatentSlice) with a continuous colour map.
+* Above ``RASTER_ABOVE`` points the points are rasterised by datashader
+  (HoloViews ``datashade`` + ``dynspread``, coloured by label category): the
+  browser receives an image of O(pixels) per update, never the points.
+  Below, they are glyphs whose colours and labels are sent once per data set;
+  an update sends only the new coordinates.
+* Hover (raster mode) and click are answered by the slice's KD-tree.
+"""
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 
+import datashader as ds
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import param
+from bokeh.models import ColumnDataSource, HoverTool
+from holoviews.operation.datashader import datashade, dynspread
 
 from .. import help_texts
-from ..viewmodel import PALETTE, VARIANCE_CMAP, ExplorerState
-from .common import OUTLINE, PANEL_STYLES, title_with_help
+from ..explorer import Explorer
+from ..export import VARIANCE_CMAP
+from ..state.labels import LabelColouring
+from .common import OUTLINE, PANEL_STYLES, escape, plain, title_with_help
+
+logger = logging.getLogger(__name__)
 
 MAP_TITLE = "Latent space"
 PLACEHOLDER = "Press ▶ Train to map the data"
+#: Above this many points the map is rasterised (datashader) instead of drawn as glyphs.
+RASTER_ABOVE = 3000
+HEIGHT = 470
 
-# The empty map is an all-NaN image (drawn in the clipping colour); numpy's
-# nan-reductions inside HoloViews warn about it on every render.
+# The empty map is an all-NaN image; numpy's nan-reductions inside HoloViews warn about it.
 warnings.filterwarnings("ignore", message="All-NaN slice encountered", category=RuntimeWarning)
 
 
+def _smooth_cmap(stops, n=256) -> list[str]:
+    rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in stops], dtype=float)
+    pos = np.linspace(0, len(stops) - 1, n)
+    i0 = np.clip(np.floor(pos).astype(int), 0, len(stops) - 2)
+    f = (pos - i0)[:, None]
+    out = (rgb[i0] * (1 - f) + rgb[i0 + 1] * f).round().astype(int)
+    return ["#%02x%02x%02x" % tuple(c) for c in out]
+
+
+SHADING = _smooth_cmap(VARIANCE_CMAP)
+
+
 class LatentMap(pn.viewable.Viewer):
-    """``hv.Image`` of the predictive variance under ``hv.Points`` coloured by label.
+    """The map of one explorer's LatentSlice."""
 
-    The view-model's ``Tap`` (and, when "follow the pointer" is on,
-    ``PointerXY``) streams are attached to the image, so a click anywhere in
-    the frame asks the view-model for a reconstruction.
-    """
-
-    vm = param.ClassSelector(class_=ExplorerState)
+    explorer = param.ClassSelector(class_=Explorer)
+    raster_above = param.Integer(default=RASTER_ABOVE)
 
     def __init__(self, **params):
         super().__init__(**params)
-        vm = self.vm
-        image = hv.DynamicMap(self._image, streams=[vm.image_pipe])
-        points = hv.DynamicMap(self._points, streams=[vm.points_pipe])
-        markers = hv.DynamicMap(self._markers, streams=[vm.marker_pipe])
-        hint = hv.DynamicMap(self._hint, streams=[vm.image_pipe])
-        vm.tap.source = image
-        vm.pointer.source = image
-        overlay = (image * points * markers * hint).opts(
-            hv.opts.Overlay(responsive=True, height=470, show_legend=False, title=MAP_TITLE, toolbar="above")
-        )
-        self.plot = pn.pane.HoloViews(overlay, sizing_mode="stretch_width", height=470, linked_axes=False)
-        self.auto = pn.widgets.Checkbox.from_param(vm.param.auto_dims, label="Two most relevant dims",
+        ex = self.explorer
+        lat = ex.latent
+        self.view_pipe = hv.streams.Pipe(data=None)
+        self.glyph_source = ColumnDataSource({"x": [], "y": [], "colour": [], "label": [], "index": []})
+        self.marker_source = ColumnDataSource({"x": [], "y": [], "marker": [], "colour": []})
+        self._hooked = None
+        self._mode = None  # (raster?, colouring) the plot was built for
+        self._last_pointer = 0.0
+        self._tap_xy = self._pointer_xy = None
+        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", height=HEIGHT, linked_axes=False)
+        self._build(raster=False, colouring=ex.data.labels)
+        self.auto = pn.widgets.Checkbox.from_param(lat.param.auto_dims, label="Two most relevant dims",
                                                    margin=(8, 10, 0, 8))
         self.x_sel = pn.widgets.Select(options={}, width=80, disabled=True, margin=(2, 4))
         self.y_sel = pn.widgets.Select(options={}, width=80, disabled=True, margin=(2, 4))
         self.x_sel.param.watch(lambda e: self._set_dim("x_dim", e.new), "value")
         self.y_sel.param.watch(lambda e: self._set_dim("y_dim", e.new), "value")
-        self.follow = pn.widgets.Checkbox.from_param(vm.param.follow_pointer, label="Follow the pointer",
-                                                     margin=(8, 10, 0, 14))
+        self.follow = pn.widgets.Checkbox(label="Follow the pointer", value=False, margin=(8, 10, 0, 14))
         self.from_click = pn.widgets.Button(label="Set other dims from clicked point", color="default",
                                             **OUTLINE, margin=(18, 5, 0, 5), disabled=True)
-        self.from_click.on_click(lambda e: vm.set_fixed_from_nearest())
-        self.reset_fixed = pn.widgets.Button(label="Reset to 0", color="default", **OUTLINE,
-                                             margin=(18, 5, 0, 5))
-        self.reset_fixed.on_click(lambda e: setattr(vm, "fixed", [0.0] * vm.model_Q))
+        self.from_click.on_click(lambda e: lat.set_fixed_from_nearest())
+        self.reset_fixed = pn.widgets.Button(label="Reset to 0", color="default", **OUTLINE, margin=(18, 5, 0, 5))
+        self.reset_fixed.on_click(lambda e: lat.reset_fixed())
         self.sliders = pn.Column(sizing_mode="stretch_width")
-        self.slider_card = pn.Card(
-            self.sliders, pn.Row(self.from_click, self.reset_fixed),
-            title="Other latent dimensions (held fixed)", collapsed=True, sizing_mode="stretch_width",
-            margin=(2, 5), visible=False,
-        )
+        self.slider_card = pn.Card(self.sliders, pn.Row(self.from_click, self.reset_fixed),
+                                   title="Other latent dimensions (held fixed)", collapsed=True,
+                                   sizing_mode="stretch_width", margin=(2, 5), visible=False)
         self.title = title_with_help(MAP_TITLE, help_texts.LATENT)
-        self.legend = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10, 4, 10))
-        vm.param.watch(self._on_legend, ["label_colours"])
-        self._slider_widgets = {}
-        vm.param.watch(self._on_model_q, ["model_Q"])
-        vm.param.watch(self._on_dims, ["shown_dims", "auto_dims"])
-        vm.param.watch(self._on_fixed, ["fixed"])
-        vm.param.watch(self._on_recon, ["reconstruction"])
-        self._on_model_q()
+        self.legend = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10, 4, 10),
+                                   css_classes=["gx-legend"])
+        self.hover_text = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
+                                       css_classes=["gx-hover"])
+        self._slider_widgets: dict[int, pn.widgets.FloatSlider] = {}
+        lat.param.watch(self._on_view, ["view"])
+        lat.param.watch(self._on_latent_dim, ["latent_dim"])
+        lat.param.watch(self._on_dims, ["auto_dims", "x_dim", "y_dim"])
+        lat.param.watch(self._on_fixed, ["fixed"])
+        lat.param.watch(self._on_reconstruction, ["reconstruction"])
+        ex.training.param.watch(self._on_legend, ["dataset"])
+        ex.data.param.watch(self._on_legend, ["labels"])
+        self._on_latent_dim()
         self._on_legend()
 
-    # ---- plot callbacks ------------------------------------------------------
+    # ---- the plot ------------------------------------------------------------------------
+    def _colouring(self) -> LabelColouring | None:
+        return self.explorer.colouring()
+
+    def _build(self, raster: bool, colouring: LabelColouring | None) -> None:
+        """(Re)build the HoloViews overlay: once per data set / drawing mode, not per update."""
+        self._mode = (raster, colouring)
+        image = hv.DynamicMap(self._image, streams=[self.view_pipe])
+        self.tap = hv.streams.Tap(source=image, x=None, y=None)
+        self.tap.add_subscriber(self._on_tap)
+        self.pointer = hv.streams.PointerXY(source=image, x=None, y=None)
+        self.pointer.add_subscriber(self._on_pointer)
+        hint = hv.DynamicMap(self._hint, streams=[self.view_pipe])
+        layers = image
+        if raster and colouring is not None:
+            points = hv.DynamicMap(self._points, streams=[self.view_pipe])
+            key = colouring.colour_key()
+            shaded = dynspread(datashade(points, aggregator=ds.count_cat("cat"), color_key=key, min_alpha=180),
+                               threshold=0.6, max_px=3)
+            layers = layers * shaded
+        overlay = (layers * hint).opts(
+            hv.opts.Overlay(responsive=True, height=HEIGHT, show_legend=False, title=MAP_TITLE, toolbar="above"))
+        self._hooked = None
+        self.plot.object = overlay
+
     def _dims(self):
-        xd, yd = self.vm.shown_dims
+        xd, yd = self.explorer.latent.shown_dims
         return (hv.Dimension("lx", label=f"latent x{xd + 1}"), hv.Dimension("ly", label=f"latent x{yd + 1}"))
 
     def _image(self, data):
-        # Every frame has the same structure and options (HoloViews fixes plot
-        # options at the first frame); the colour range follows each frame.
         kx, ky = self._dims()
         vdim = hv.Dimension("variance", label="predictive variance")
-        if data is None:
+        if data is None or data.grid is None:
             img = hv.Image(np.full((2, 2), np.nan), bounds=(-1, -1, 1, 1), kdims=[kx, ky], vdims=[vdim])
         else:
-            img = hv.Image((data.xs, data.ys, data.variance), kdims=[kx, ky], vdims=[vdim])
+            g = data.grid
+            img = hv.Image((g.xs, g.ys, g.variance), kdims=[kx, ky], vdims=[vdim])
         return img.opts(
-            cmap=VARIANCE_CMAP, colorbar=True, framewise=True, aspect=None, data_aspect=None, responsive=True,
-            colorbar_position="bottom", tools=["tap"], clipping_colors={"NaN": "#f7f9fb"},
+            cmap=SHADING, colorbar=True, framewise=True, responsive=True, colorbar_position="bottom",
+            tools=["tap"], clipping_colors={"NaN": "#f7f9fb"}, hooks=[self._attach_glyphs],
             default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"],
-            colorbar_opts={"title": "predictive variance (light = confident)"},
-        )
+            colorbar_opts={"title": "predictive variance (light = confident)"})
 
     def _points(self, data):
         kx, ky = self._dims()
-        pts = hv.Points(data.rename(columns={"x": "lx", "y": "ly"}), kdims=[kx, ky],
-                        vdims=[hv.Dimension("label"), hv.Dimension("index")])
-        cmap = dict(self.vm.label_colours) if len(data) and self.vm.label_colours else PALETTE
-        return pts.opts(
-            color="label", cmap=cmap, size=7, framewise=True, line_color="white", line_width=0.6,
-            tools=["hover"], alpha=0.9, show_legend=False,
-            hover_tooltips=[("index", "@index"), ("label", "@label")],
-        )
+        if data is None:
+            frame = pd.DataFrame({"lx": np.array([], dtype=float), "ly": np.array([], dtype=float),
+                                  "cat": pd.Categorical([], categories=list(self._mode[1].categories))})
+        else:
+            col = self._mode[1]
+            codes = col.codes if col.n == data.points.shape[0] else np.zeros(data.points.shape[0], dtype=np.int32)
+            frame = pd.DataFrame({"lx": data.points[:, 0], "ly": data.points[:, 1],
+                                  "cat": pd.Categorical.from_codes(codes, categories=list(col.categories))})
+        return hv.Points(frame, kdims=[kx, ky], vdims=["cat"])
 
     def _hint(self, data):
         kx, ky = self._dims()
-        text = PLACEHOLDER if data is None else ""
-        return hv.Text(0, 0, text, kdims=[kx, ky]).opts(text_color="#5b6b7c", text_font_size="13pt")
+        return hv.Text(0, 0, PLACEHOLDER if data is None else "", kdims=[kx, ky]).opts(
+            text_color="#5b6b7c", text_font_size="13pt")
 
-    def _markers(self, data):
-        kx, ky = self._dims()
-        click_pt = [data["click"]] if data else []
-        near_pt = [data["nearest"]] if data else []
-        click = hv.Points(click_pt, kdims=[kx, ky]).opts(
-            marker="x", size=18, color="#d55e00", line_width=3, framewise=True)
-        near = hv.Points(near_pt, kdims=[kx, ky]).opts(
-            marker="circle", size=18, fill_alpha=0, line_color="#d55e00", line_width=2, framewise=True)
-        return click * near
-
-    def static_overlay(self):
-        """The map as it is now, as a plain (non-streaming) HoloViews overlay."""
-        vm = self.vm
-        return (self._image(vm.image_pipe.data) * self._points(vm.points_pipe.data)).opts(
-            hv.opts.Overlay(width=760, height=620, legend_position="right", title=MAP_TITLE)
-        )
-
-    # ---- controls -------------------------------------------------------------
-    def _set_dim(self, name, value):
-        if value is None or self.vm.auto_dims:
+    def _attach_glyphs(self, plot, element) -> None:
+        """Plot hook: add the glyph and marker renderers (their sources belong to this view)."""
+        fig = plot.state
+        if self._hooked is fig:
             return
-        setattr(self.vm, name, int(value))
+        self._hooked = fig
+        r = fig.scatter("x", "y", source=self.glyph_source, color="colour", size=7, line_color="white",
+                        line_width=0.6, alpha=0.9)
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("index", "@index"), ("label", "@label")]))
+        fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18, line_color="colour",
+                    fill_alpha=0, line_width=2.5)
 
-    def _on_model_q(self, *events):
-        Q = self.vm.model_Q
+    # ---- updates ---------------------------------------------------------------------------
+    def _on_view(self, *events) -> None:
+        v = self.explorer.latent.view
+        if v is None:
+            self.glyph_source.data = {"x": [], "y": [], "colour": [], "label": [], "index": []}
+            self.marker_source.data = {"x": [], "y": [], "marker": [], "colour": []}
+            self.view_pipe.send(None)
+            return
+        colouring = self._colouring()
+        raster = v.points.shape[0] > self.raster_above
+        if (raster, colouring) != self._mode:
+            self._build(raster, colouring)
+            self._set_glyphs(v, colouring, full=True)
+        else:
+            self._set_glyphs(v, colouring, full=False)
+        self.view_pipe.send(v)
+
+    def _set_glyphs(self, v, colouring: LabelColouring, full: bool) -> None:
+        raster = self._mode[0]
+        n = v.points.shape[0]
+        if raster:
+            if len(self.glyph_source.data["x"]):
+                self.glyph_source.data = {"x": [], "y": [], "colour": [], "label": [], "index": []}
+            return
+        if full or len(self.glyph_source.data["x"]) != n:
+            labels = v.result.dataset.labels if v.result.dataset is not None else None
+            if colouring is None or colouring.n != n:
+                colours = np.array(["#0072B2"] * n, dtype=object)
+                names = np.array([""] * n, dtype=object)
+            else:
+                colours = np.asarray(colouring.colours, dtype=object)[colouring.codes]
+                names = (np.array([plain(x, 60) for x in labels.astype(str)], dtype=object)
+                         if labels is not None else np.array([""] * n, dtype=object))
+            self.glyph_source.data = {"x": v.points[:, 0], "y": v.points[:, 1], "colour": colours,
+                                      "label": names, "index": np.arange(n)}
+        else:  # only the coordinates travel
+            self.glyph_source.data.update({"x": v.points[:, 0], "y": v.points[:, 1]})
+
+    def _set_markers(self, rec=None, hover_xy=None) -> None:
+        xs, ys, marker, colour = [], [], [], []
+        if rec is not None:
+            xs += [rec.click[0], rec.nearest_xy[0]]
+            ys += [rec.click[1], rec.nearest_xy[1]]
+            marker += ["x", "circle"]
+            colour += ["#d55e00", "#d55e00"]
+        if hover_xy is not None:
+            xs.append(hover_xy[0])
+            ys.append(hover_xy[1])
+            marker.append("circle")
+            colour.append("#1f5f8b")
+        self.marker_source.data = {"x": xs, "y": ys, "marker": marker, "colour": colour}
+
+    # HoloViews runs stream subscribers outside the document lock; Bokeh sources may only
+    # change under it, so both handlers note the event and finish on the session's next tick.
+    def _on_tap(self, x=None, y=None, **kwargs) -> None:
+        if x is None or y is None:
+            return
+        self._tap_xy = (float(x), float(y))
+        self.explorer.dispatcher.soon(self._apply_tap)
+
+    def _apply_tap(self) -> None:
+        xy, self._tap_xy = self._tap_xy, None
+        if xy is not None:
+            self.explorer.latent.reconstruct_at(*xy)
+
+    def _on_pointer(self, x=None, y=None, **kwargs) -> None:
+        if x is None or y is None or self.explorer.latent.view is None:
+            return
+        now = time.perf_counter()
+        if now - self._last_pointer < 0.1:
+            return
+        self._last_pointer = now
+        self._pointer_xy = (float(x), float(y))
+        self.explorer.dispatcher.soon(self._apply_pointer)
+
+    def _apply_pointer(self) -> None:
+        xy, self._pointer_xy = self._pointer_xy, None
+        lat = self.explorer.latent
+        v = lat.view
+        if xy is None or v is None:
+            return
+        x, y = xy
+        if self.follow.value:
+            lat.reconstruct_at(x, y)
+        if self._mode[0]:  # raster: hover answered by the KD-tree
+            x0, y0, x1, y1 = v.extent
+            j = lat.nearest_point(x, y, radius=0.015 * float(np.hypot(x1 - x0, y1 - y0)))
+            if j is None:
+                self.hover_text.object = ""
+                self._set_markers(lat.reconstruction)
+                return
+            ds_ = v.result.dataset
+            label = "" if ds_ is None or ds_.labels is None else f" · label {escape(ds_.labels[j])}"
+            self.hover_text.object = f"<span class='gx-hover-text'>Point #{j}{label}</span>"
+            self._set_markers(lat.reconstruction, (v.points[j, 0], v.points[j, 1]))
+
+    def _on_reconstruction(self, *events) -> None:
+        rec = self.explorer.latent.reconstruction
+        self.from_click.disabled = rec is None
+        self._set_markers(rec)
+
+    # ---- controls --------------------------------------------------------------------------
+    def _set_dim(self, name, value) -> None:
+        lat = self.explorer.latent
+        if value is None or lat.auto_dims:
+            return
+        setattr(lat, name, int(value))
+
+    def _on_latent_dim(self, *events) -> None:
+        lat = self.explorer.latent
+        Q = lat.latent_dim
         opts = {f"x{i + 1}": i for i in range(Q)}
         self.x_sel.options = opts
         self.y_sel.options = opts
-        self._on_dims()
         self._slider_widgets = {}
-        self.sliders.clear()
-        X = self.vm.X_mean
+        sliders = []
         for i in range(Q):
-            lo, hi = (-3.0, 3.0)
-            if X is not None:
-                lo = float(min(-0.5, X[:, i].min() * 1.2))
-                hi = float(max(0.5, X[:, i].max() * 1.2))
-            s = pn.widgets.FloatSlider(label=f"x{i + 1}", start=round(lo, 2), end=round(hi, 2), step=0.01,
-                                       value=float(self.vm.fixed[i]) if len(self.vm.fixed) == Q else 0.0,
+            s = pn.widgets.FloatSlider(label=f"x{i + 1}", start=-3.0, end=3.0, step=0.01,
+                                       value=float(lat.fixed[i]) if len(lat.fixed) == Q else 0.0,
                                        sizing_mode="stretch_width")
-            s.param.watch(lambda e, i=i: self.vm.set_fixed_value(i, e.new), "value_throttled")
+            s.param.watch(lambda e, i=i: lat.set_fixed_value(i, e.new), "value_throttled")
             self._slider_widgets[i] = s
-            self.sliders.append(s)
+            sliders.append(s)
+        self.sliders[:] = sliders
         self.slider_card.visible = Q > 2
         self._on_dims()
 
-    def _on_dims(self, *events):
-        vm = self.vm
-        xd, yd = vm.shown_dims
-        self.x_sel.disabled = self.y_sel.disabled = vm.auto_dims or vm.model_Q < 2
-        if vm.model_Q >= 2:
+    def _on_dims(self, *events) -> None:
+        lat = self.explorer.latent
+        xd, yd = lat.shown_dims
+        self.x_sel.disabled = self.y_sel.disabled = lat.auto_dims or lat.latent_dim < 2
+        if lat.latent_dim >= 2:
             self.x_sel.value, self.y_sel.value = xd, yd
         for i, s in self._slider_widgets.items():
             s.visible = i not in (xd, yd)
 
-    def _on_fixed(self, *events):
-        fixed = self.vm.fixed
+    def _on_fixed(self, *events) -> None:
+        fixed = self.explorer.latent.fixed
         for i, s in self._slider_widgets.items():
             if i < len(fixed):
                 v = float(fixed[i])
-                if v < s.start:
-                    s.start = v
-                if v > s.end:
-                    s.end = v
+                s.start, s.end = min(s.start, v), max(s.end, v)
                 s.value = v
 
-    def _on_legend(self, *events):
-        vm = self.vm
-        ds = vm._trained_dataset
-        name = (getattr(ds, "label_name", None) or "label") if ds is not None and ds.labels is not None else ""
+    def _on_legend(self, *events) -> None:
+        col = self._colouring()
+        if col is None or not col.name:
+            self.legend.object = ""
+            return
+        if col.continuous:
+            lo, hi = col.value_range
+            stops = ", ".join(col.colours)
+            self.legend.object = (
+                f"<div class='gx-legend-bar' style='font-size:.82rem;display:flex;align-items:center;gap:6px'>"
+                f"<span style='color:#5b6b7c'>{escape(col.name)}:</span><span>{lo:.3g}</span>"
+                f"<span style='display:inline-block;width:180px;height:10px;border-radius:3px;"
+                f"background:linear-gradient(to right, {stops})'></span><span>{hi:.3g}</span></div>")
+            return
         items = "".join(
             f"<span style='display:inline-flex;align-items:center;margin:0 10px 2px 0;white-space:nowrap'>"
             f"<span style='width:11px;height:11px;border-radius:50%;background:{c};display:inline-block;"
-            f"margin-right:4px;border:1px solid #fff;box-shadow:0 0 0 1px #cbd5e1'></span>{label}</span>"
-            for label, c in vm.label_colours.items()
-        )
-        head = f"<span style='color:#5b6b7c;margin-right:8px'>{name}:</span>" if name else ""
+            f"margin-right:4px;border:1px solid #fff;box-shadow:0 0 0 1px #cbd5e1'></span>{escape(label, 40)}</span>"
+            for label, c in zip(col.categories, col.colours))
+        more = (f"<span style='color:#5b6b7c'>({col.distinct} distinct labels; the "
+                f"{len(col.categories) - 1} most frequent shown)</span>") if col.capped else ""
         self.legend.object = (f"<div style='font-size:.82rem;display:flex;flex-wrap:wrap;align-items:center'>"
-                              f"{head}{items}</div>") if items and name else ""
-
-    def _on_recon(self, *events):
-        self.from_click.disabled = self.vm.reconstruction is None
+                              f"<span style='color:#5b6b7c;margin-right:8px'>{escape(col.name)}:</span>"
+                              f"{items}{more}</div>")
 
     def __panel__(self):
+        muted = "font-size:.85rem;color:#5b6b7c"
         return pn.Column(
             pn.Row(self.title, sizing_mode="stretch_width"),
-            pn.FlexBox(self.auto, pn.pane.HTML("<span style='font-size:.85rem;color:#5b6b7c'>horizontal</span>",
-                                               margin=(8, 0, 0, 6)), self.x_sel,
-                       pn.pane.HTML("<span style='font-size:.85rem;color:#5b6b7c'>vertical</span>",
-                                    margin=(8, 0, 0, 6)), self.y_sel, self.follow,
-                       align_items="center", sizing_mode="stretch_width"),
-            self.plot,
-            self.legend,
-            self.slider_card,
-            sizing_mode="stretch_width",
-            styles=PANEL_STYLES,
+            pn.FlexBox(self.auto, pn.pane.HTML(f"<span style='{muted}'>horizontal</span>", margin=(8, 0, 0, 6)),
+                       self.x_sel, pn.pane.HTML(f"<span style='{muted}'>vertical</span>", margin=(8, 0, 0, 6)),
+                       self.y_sel, self.follow, align_items="center", sizing_mode="stretch_width"),
+            self.plot, self.hover_text, self.legend, self.slider_card,
+            sizing_mode="stretch_width", styles=PANEL_STYLES,
         )
-
-

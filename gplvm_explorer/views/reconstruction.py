@@ -1,113 +1,127 @@
-"""The model's output at the clicked latent location, beside the nearest example."""
+"""The model's output at the clicked latent location, beside the nearest training row.
+
+Plain Bokeh figures whose sources are replaced per click: a click sends D
+numbers (or one small image), not a re-rendered plot.
+"""
 from __future__ import annotations
 
-import holoviews as hv
 import numpy as np
 import panel as pn
 import param
+from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LinearColorMapper, Range1d
+from bokeh.plotting import figure
 
 from .. import help_texts
-from ..viewmodel import ExplorerState
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, title_with_help
+from ..explorer import Explorer
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, plain, title_with_help
 
-IMAGE_CMAP = "Greys_r"
+GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
+HINT = "Click the latent map to see the model's output there."
 
 
 class ReconstructionView(pn.viewable.Viewer):
     """An image pair for image data; otherwise a feature profile with a ±2σ band."""
 
-    vm = param.ClassSelector(class_=ExplorerState)
+    explorer = param.ClassSelector(class_=Explorer)
 
     def __init__(self, **params):
         super().__init__(**params)
-        vm = self.vm
-        self.text = pn.pane.Markdown(vm.recon_text, sizing_mode="stretch_width", stylesheets=[MUTED_MD],
-                                     margin=(0, 10))
-        self.body = pn.Column(sizing_mode="stretch_width")
-        self._kind = None
+        ex = self.explorer
+        self.text = pn.pane.HTML(HINT, sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
+                                 css_classes=["gx-recon-text"])
         self.title = title_with_help("Reconstruction", help_texts.RECONSTRUCTION)
-        vm.param.watch(lambda e: setattr(self.text, "object", e.new), "recon_text")
-        vm.param.watch(self._maybe_rebuild, ["dataset", "reconstruction"])
-        self._maybe_rebuild()
+        # image data: prediction and nearest example
+        self.mapper = LinearColorMapper(palette=GREYS, low=0, high=1)
+        self.pred_source = ColumnDataSource({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
+        self.near_source = ColumnDataSource({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
+        self.pred_fig = self._image_figure("Prediction", self.pred_source)
+        self.near_fig = self._image_figure("Nearest example", self.near_source)
+        # other data: a profile of all D features
+        self.profile_source = ColumnDataSource({"x": [], "mean": [], "lower": [], "upper": [], "nearest": []})
+        self.profile_fig = self._profile_figure()
+        self.images = pn.Row(pn.pane.Bokeh(self.pred_fig, width=178, height=205),
+                             pn.pane.Bokeh(self.near_fig, width=178, height=205), visible=False)
+        # visibility is toggled on a layout: toggling it on a Bokeh pane trips Panel
+        self.profile = pn.Column(pn.pane.Bokeh(self.profile_fig, sizing_mode="stretch_width", height=300),
+                                 sizing_mode="stretch_width", visible=False)
+        ex.latent.param.watch(self._on_reconstruction, ["reconstruction"])
+        ex.training.param.watch(self._on_dataset, ["dataset"])
+        ex.data.param.watch(self._on_dataset, ["dataset"])
+        self._on_dataset()
 
-    def _dataset_kind(self):
-        ds = self.vm._trained_dataset or self.vm.dataset
-        if ds is None:
-            return None
-        return ("image", tuple(ds.image_shape)) if ds.image_shape is not None else ("profile", ds.d)
+    def _image_figure(self, title, source):
+        fig = figure(title=title, width=172, height=200, toolbar_location=None, x_range=Range1d(0, 1),
+                     y_range=Range1d(0, 1), match_aspect=True)
+        fig.image("image", x=0, y=0, dw="dw", dh="dh", source=source, color_mapper=self.mapper)
+        fig.axis.visible = False
+        fig.grid.visible = False
+        return fig
 
-    def _maybe_rebuild(self, *events):
-        rec = self.vm.reconstruction
-        kind = (("image", tuple(rec.image_shape)) if rec.is_image else ("profile", rec.mean.size)) if rec else \
-            self._dataset_kind()
-        if kind == self._kind:
+    def _profile_figure(self):
+        fig = figure(title="Predicted features at the click", height=290, sizing_mode="stretch_width",
+                     toolbar_location="above", tools="pan,wheel_zoom,box_zoom,reset,save",
+                     x_axis_label="feature", y_axis_label="value")
+        fig.varea("x", "lower", "upper", source=self.profile_source, fill_color=ACCENT, fill_alpha=0.2,
+                  legend_label="±2σ")
+        fig.line("x", "mean", source=self.profile_source, color=ACCENT, line_width=2, legend_label="prediction")
+        self._near_line = fig.line("x", "nearest", source=self.profile_source, color="#d55e00",
+                                   line_dash="dashed", line_width=1.5, legend_label="nearest training row")
+        fig.legend.location = "top_left"
+        fig.legend.label_text_font_size = "8pt"
+        return fig
+
+    def _dataset(self):
+        ex = self.explorer
+        return ex.training.dataset if ex.training.dataset is not None else ex.data.dataset
+
+    def _on_dataset(self, *events) -> None:
+        ds = self._dataset()
+        is_image = ds is not None and ds.image_shape is not None
+        self.images.visible = is_image
+        self.profile.visible = ds is not None and not is_image
+        if ds is not None and not is_image:
+            names = list(ds.feature_names or [])
+            D = ds.d
+            self.profile_fig.xaxis.ticker = FixedTicker(ticks=list(range(D))) if D <= 16 else BasicTicker()
+            if D <= 16 and len(names) == D:
+                self.profile_fig.xaxis.major_label_overrides = {i: plain(n, 20) for i, n in enumerate(names)}
+                self.profile_fig.xaxis.major_label_orientation = 0.8
+            else:
+                self.profile_fig.xaxis.major_label_overrides = {}
+                self.profile_fig.xaxis.major_label_orientation = "horizontal"
+        if self.explorer.latent.reconstruction is None:
+            self.text.object = escape(HINT)
+
+    def _on_reconstruction(self, *events) -> None:
+        rec = self.explorer.latent.reconstruction
+        if rec is None:
+            self.text.object = escape(HINT)
+            self.profile_source.data = {"x": [], "mean": [], "lower": [], "upper": [], "nearest": []}
             return
-        self._kind = kind
-        if kind is None:
-            self.body[:] = []
-            return
-        if kind[0] == "image":
-            pred = hv.DynamicMap(self._pred_image, streams=[self.vm.recon_pipe])
-            near = hv.DynamicMap(self._near_image, streams=[self.vm.recon_pipe])
-            self.body[:] = [pn.Row(
-                pn.pane.HoloViews(pred, width=178, height=205, linked_axes=False),
-                pn.pane.HoloViews(near, width=178, height=205, linked_axes=False),
-                sizing_mode="stretch_width",
-            )]
+        xd, yd = self.explorer.latent.shown_dims
+        label = f" (label {rec.nearest_label})" if rec.nearest_label else ""
+        shown = f" (label {escape(rec.nearest_label, 60)})" if rec.nearest_label else ""
+        self.text.object = (f"At x{xd + 1} = {rec.click[0]:.3g}, x{yd + 1} = {rec.click[1]:.3g}: predictive variance "
+                            f"{rec.variance:.3g}. Nearest training point #{rec.nearest_index}{shown}.")
+        if rec.is_image:
+            h, w = rec.image_shape
+            lo = float(min(rec.mean.min(), rec.nearest_values.min()))
+            hi = float(max(rec.mean.max(), rec.nearest_values.max()))
+            self.mapper.update(low=lo, high=hi if hi > lo else lo + 1.0)
+            for fig in (self.pred_fig, self.near_fig):
+                fig.x_range.update(start=0, end=w)
+                fig.y_range.update(start=0, end=h)
+            # row 0 of an image is its top row; Bokeh draws row 0 at the bottom
+            self.pred_source.data = {"image": [rec.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
+            self.near_source.data = {"image": [rec.nearest_values.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
+            self.pred_fig.title.text = "Predicted at click"
+            self.near_fig.title.text = plain(f"Nearest: #{rec.nearest_index}{label}", 40)
         else:
-            prof = hv.DynamicMap(self._profile, streams=[self.vm.recon_pipe])
-            self.body[:] = [pn.pane.HoloViews(prof, sizing_mode="stretch_width", height=300, linked_axes=False)]
-
-    # ---- image data ------------------------------------------------------------
-    def _img(self, arr, title, clim):
-        h, w = arr.shape
-        return hv.Image(arr, bounds=(0, 0, w, h), kdims=["col", "row"], vdims=["value"]).opts(
-            cmap=IMAGE_CMAP, xaxis=None, yaxis=None, title=title, width=172, height=200, toolbar=None,
-            clim=clim, framewise=True, data_aspect=1, clipping_colors={"NaN": "#f3f5f8"},
-        )
-
-    def _shape(self):
-        kind = self._kind
-        return kind[1] if kind and kind[0] == "image" else (1, 1)
-
-    def _clim(self, rec):
-        lo = float(min(rec.mean.min(), rec.nearest_values.min()))
-        hi = float(max(rec.mean.max(), rec.nearest_values.max()))
-        return (lo, hi if hi > lo else lo + 1.0)
-
-    def _pred_image(self, data):
-        if data is None or not data.is_image:
-            return self._img(np.full(self._shape(), 0.96), "Prediction", (0, 1))
-        return self._img(data.mean_image, "Predicted at click", self._clim(data))
-
-    def _near_image(self, data):
-        if data is None or not data.is_image:
-            return self._img(np.full(self._shape(), 0.96), "Nearest example", (0, 1))
-        return self._img(data.nearest_image, f"Nearest: #{data.nearest_index} ({data.nearest_label})",
-                         self._clim(data))
-
-    # ---- other data ------------------------------------------------------------
-    def _profile(self, data):
-        fx = hv.Dimension("feature", label="feature")
-        fy = hv.Dimension("value", label="value")
-        if data is None or data.is_image:
-            return (hv.Curve([], fx, fy) * hv.Curve([], fx, fy)).opts(
-                hv.opts.Curve(responsive=True, height=290, title="Click the latent map", show_grid=True))
-        D = data.mean.size
-        idx = np.arange(D)
-        band = hv.Spread((idx, data.mean, 2 * data.std), fx, [fy, "err"], label="±2σ").opts(
-            color=ACCENT, alpha=0.2, line_alpha=0, framewise=True)
-        mean = hv.Curve((idx, data.mean), fx, fy, label="prediction").opts(color=ACCENT, line_width=2, framewise=True)
-        near = hv.Curve((idx, data.nearest_values), fx, fy,
-                        label=f"nearest #{data.nearest_index} ({data.nearest_label})").opts(
-            color="#d55e00", line_dash="dashed", line_width=1.5, framewise=True)
-        names = data.feature_names if len(data.feature_names) == D else [str(i) for i in idx]
-        ticks = [(i, names[i]) for i in idx] if D <= 16 else None
-        return (band * mean * near).opts(
-            hv.opts.Overlay(responsive=True, height=290, legend_position="top_left", show_grid=True,
-                            title="Predicted features at the click", framewise=True, toolbar="above",
-                            xticks=ticks, xrotation=45 if ticks else 0))
+            x = np.arange(rec.mean.size)
+            self.profile_source.data = {"x": x, "mean": rec.mean, "lower": rec.mean - 2 * rec.std,
+                                        "upper": rec.mean + 2 * rec.std, "nearest": rec.nearest_values}
+            self.profile_fig.legend.items[2].label = {"value": plain(f"nearest #{rec.nearest_index}{label}", 60)}
 
     def __panel__(self):
-        return pn.Column(self.title, self.text, self.body, sizing_mode="stretch_width",
+        return pn.Column(self.title, self.text, self.images, self.profile, sizing_mode="stretch_width",
                          styles=PANEL_STYLES)

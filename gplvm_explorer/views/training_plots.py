@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import param
 from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from .. import help_texts
-from ..viewmodel import ExplorerState
+from ..explorer import Explorer
 from .common import ACCENT, OUTLINE, PANEL_STYLES, title_with_help
 
 
@@ -41,11 +42,11 @@ class ObjectivePlot(pn.viewable.Viewer):
     poll rate without re-rendering anything.
     """
 
-    vm = param.ClassSelector(class_=ExplorerState)
+    explorer = param.ClassSelector(class_=Explorer)
 
     def __init__(self, **params):
         super().__init__(**params)
-        vm = self.vm
+        tr = self.explorer.training
         self.source = ColumnDataSource(data={"iteration": [], "objective": []})
         self.y_range = Range1d(0, 1)
         fig = figure(
@@ -62,15 +63,14 @@ class ObjectivePlot(pn.viewable.Viewer):
         self.figure = fig
         self.plot = pn.pane.Bokeh(fig, sizing_mode="stretch_width", height=250)
         self.title = title_with_help("Objective", help_texts.OBJECTIVE)
-        self._n = 0
-        self._values = np.empty(0)
-        vm.objective_buffer.add_subscriber(self._on_buffer)
-        vm.param.watch(self._on_label, ["objective_label"])
+        self._n = 0  # points of the trace already in the browser
+        tr.trace.add_subscriber(self._on_buffer)
+        tr.param.watch(self._on_label, ["objective_name"])
         self._on_label()
-        self._on_buffer(data=vm.objective_buffer.data)
+        self._on_buffer(data=tr.trace.data)
 
     def _on_label(self, *events):
-        label = self.vm.objective_label
+        label = self.explorer.training.objective_name
         self.figure.title.text = f"{label} per iteration"
         self.figure.yaxis.axis_label = label
 
@@ -80,7 +80,6 @@ class ObjectivePlot(pn.viewable.Viewer):
         n = len(data)
         if n < self._n or n == 0:  # cleared: a new training
             self._n = 0
-            self._values = np.empty(0)
             self.source.data = {"iteration": [], "objective": []}
             if n == 0:
                 return
@@ -88,49 +87,67 @@ class ObjectivePlot(pn.viewable.Viewer):
         if len(new):
             self.source.stream({"iteration": new["iteration"].to_numpy(dtype=float),
                                 "objective": new["objective"].to_numpy(dtype=float)})
-            self._values = np.r_[self._values, new["objective"].to_numpy(dtype=float)]
             self._n = n
-            lo, hi = zoom_range(self._values)
+            values = data["objective"].to_numpy(dtype=float)
+            lo, hi = zoom_range(values)
             if lo is None:
-                v = self._values[np.isfinite(self._values)]
+                v = values[np.isfinite(values)]
                 if v.size:
                     lo, hi = float(v.min()), float(v.max())
                     pad = 0.05 * (hi - lo) if hi > lo else max(1.0, abs(hi) * 0.05)
                     lo, hi = lo - pad, hi + pad
             if lo is not None:
-                self.y_range.start, self.y_range.end = lo, hi
+                self.y_range.update(start=lo, end=hi)
 
     def __panel__(self):
         return pn.Column(self.title, self.plot, sizing_mode="stretch_width", styles=PANEL_STYLES)
 
 
 class ARDPlot(pn.viewable.Viewer):
-    """One bar per latent dimension: relevance or lengthscale (switchable)."""
+    """One bar per latent dimension: relevance or lengthscale (switchable), shown dims highlighted."""
 
-    vm = param.ClassSelector(class_=ExplorerState)
+    explorer = param.ClassSelector(class_=Explorer)
 
     def __init__(self, **params):
         super().__init__(**params)
-        vm = self.vm
-        dmap = hv.DynamicMap(self._bars, streams=[vm.ard_pipe])
-        self.plot = pn.pane.HoloViews(dmap, sizing_mode="stretch_width", height=230, linked_axes=False)
+        ex = self.explorer
         self.mode = pn.widgets.RadioButtonGroup(
-            options={"Relevance": "relevance", "Lengthscale": "lengthscale"}, value=vm.relevance_mode,
+            options={"Relevance": "relevance", "Lengthscale": "lengthscale"}, value="relevance",
             **OUTLINE, color="primary", margin=(8, 5, 0, 5), width=190, height=30,
         )
-        self.mode.link(vm, value="relevance_mode")
+        self.pipe = hv.streams.Pipe(data=self._frame())
+        dmap = hv.DynamicMap(self._bars, streams=[self.pipe])
+        self.plot = pn.pane.HoloViews(dmap, sizing_mode="stretch_width", height=230, linked_axes=False)
+        self.mode.param.watch(self._send, "value")
         self.title = pn.Row(title_with_help("ARD", help_texts.ARD), self.mode, sizing_mode="stretch_width")
-        vm.param.watch(lambda e: vm.ard_pipe.send(vm.ard_pipe.data), "shown_dims")
+        ex.training.param.watch(self._send, ["result"])
+        ex.settings.param.watch(self._send, ["latent_dim"])
+        ex.latent.param.watch(self._send, ["view"])
+
+    def _frame(self) -> pd.DataFrame:
+        ex = self.explorer
+        result = ex.training.result
+        view = ex.latent.view
+        shown = set(view.dims) if view is not None else set()
+        if result is None:
+            q = int(ex.settings.latent_dim)  # placeholder bars keep the axis categorical
+            value = np.zeros(q)
+        else:
+            rel = np.asarray(result.relevance, dtype=float)
+            if self.mode.value == "lengthscale":
+                with np.errstate(divide="ignore"):
+                    value = np.minimum(np.where(rel > 0, 1.0 / np.sqrt(np.maximum(rel, 1e-300)), np.inf), 1e6)
+            else:
+                value = rel
+        return pd.DataFrame({"dimension": [f"x{i + 1}" for i in range(len(value))], "value": value,
+                             "shown": ["shown in map" if i in shown else "other" for i in range(len(value))]})
+
+    def _send(self, *events):
+        self.pipe.send(self._frame())
 
     def _bars(self, data):
-        mode = self.vm.relevance_mode
-        ylabel = "relevance (1/ℓ²)" if mode == "relevance" else "lengthscale ℓ"
-        shown = set(self.vm.shown_dims) if self.vm.model_Q >= 2 else set()
-        if len(data):
-            data = data.copy()
-            data["shown"] = ["shown in map" if i in shown else "other" for i in range(len(data))]
-        else:
-            data = data.assign(shown=[])
+        lengthscale = self.mode.value == "lengthscale"
+        ylabel = "lengthscale ℓ" if lengthscale else "relevance (1/ℓ²)"
         bars = hv.Bars(data, kdims=[hv.Dimension("dimension", label="latent dimension")],
                        vdims=[hv.Dimension("value", label=ylabel), "shown"])
         return bars.opts(

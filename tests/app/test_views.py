@@ -1,122 +1,143 @@
-"""The Viewer components, without a browser: they follow the view-model."""
+"""The Viewer components, without a browser: they follow the state objects."""
 from __future__ import annotations
-
-import time
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import pytest
+from bokeh.document import Document
+from bokeh.document.events import ColumnDataChangedEvent
 
 from gplvm_explorer.app import create_app
-from gplvm_explorer.session import TrainingLimiter, TrainingSession
-from gplvm_explorer.viewmodel import ExplorerState
-from gplvm_explorer.views import (
-    ARDPlot, DataPanel, ExportPanel, LatentMap, ModelPanel, ObjectivePlot, ReconstructionView, StatusBar,
-    TrainingPanel,
-)
+from gplvm_explorer.explorer import Explorer
+from gplvm_explorer.training import Limiter
+from gplvm_explorer.views import (ARDPlot, DataPanel, ExportPanel, LatentMap, ModelPanel, ObjectivePlot,
+                                  ReconstructionView, StatusBar, TrainingPanel)
 from gplvm_explorer.views.training_plots import zoom_range
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def trained_vm(fake_factory, sample="rotating-glyph", iters=15):
-    vm = ExplorerState(session=TrainingSession(limiter=TrainingLimiter(2), model_factory=fake_factory(),
-                                               predict_interval=0.0))
-    if sample != vm.sample:
-        vm.sample = sample
-    vm.model, vm.latent_dim, vm.max_iters = "gplvm", 3, iters
-    assert vm.train()
-    deadline = time.monotonic() + 30
-    while vm.training_active and time.monotonic() < deadline:
-        vm.poll()
-        time.sleep(0.02)
-    vm._next_heavy = 0
-    vm.poll()
-    assert vm.train_state == "finished"
-    return vm
+def trained(fake_build, pump, sample="rotating-glyph", iters=15, upload=None, delay=0.0):
+    ex = Explorer(limiter=Limiter(2), build=fake_build(delay=delay), publish_interval=0.0)
+    if upload is not None:
+        assert ex.data.load_upload(*upload), ex.data.error
+    elif sample != ex.data.sample:
+        ex.data.sample = sample
+    ex.settings.model, ex.settings.latent_dim, ex.settings.optimizer, ex.settings.max_iters = "gplvm", 3, "adam", iters
+    return ex
+
+
+def finish(ex, pump):
+    assert ex.train(), ex.training.message
+    assert pump(ex, lambda: ex.training.status == "finished")
+    ex.latent.wait()
+    assert ex.latent.view is not None
+
+
+def big_csv(n, distinct=4):
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((n, 4))
+    rows = "\n".join(",".join(f"{v:.4f}" for v in y) + f",c{i % distinct}" for i, y in enumerate(Y))
+    return ("a,b,c,d,label\n" + rows).encode(), "big.csv"
 
 
 def test_create_app_builds_a_page_per_call():
     a, b = create_app(), create_app()
-    assert a.vm is not b.vm and a.vm.session is not b.vm.session
-    assert a.vm.dataset is not None
+    assert a.explorer is not b.explorer and a.explorer.training is not b.explorer.training
+    assert a.explorer.data.dataset is not None
 
 
-def test_training_views_follow_state(fake_factory):
-    vm = ExplorerState(session=TrainingSession(limiter=TrainingLimiter(1), model_factory=fake_factory(delay=0.02)))
-    tp, sb = TrainingPanel(vm=vm), StatusBar(vm=vm)
+def test_training_views_follow_state(fake_build, pump):
+    ex = Explorer(limiter=Limiter(1), build=fake_build(delay=0.002))
+    tp, sb = TrainingPanel(explorer=ex), StatusBar(explorer=ex)
     assert not tp.train_btn.disabled and tp.stop_btn.disabled
-    vm.model, vm.max_iters = "gplvm", 10_000
-    vm.train()
-    vm.poll()
+    ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 100_000
+    ex.train()
+    assert pump(ex, lambda: ex.training.status == "running")
     assert tp.train_btn.disabled and not tp.stop_btn.disabled
-    vm.pause()
+    ex.training.pause()
     assert tp.pause_btn.label.endswith("Resume")
-    vm.stop()
-    vm.session.join(5)
-    vm._next_heavy = 0
-    vm.poll()
-    assert not tp.train_btn.disabled
-    assert "stopped" in sb.text.object
+    ex.training.stop()
+    assert pump(ex, lambda: ex.training.status == "stopped")
+    assert not tp.train_btn.disabled and "Stopped after" in sb.text.object
 
 
-def test_data_panel_shows_error_and_keeps_summary():
-    vm = ExplorerState()
-    dp = DataPanel(vm=vm)
+def test_panels_show_errors_and_only_supported_kernels():
+    ex = Explorer()
+    dp, mp = DataPanel(explorer=ex), ModelPanel(explorer=ex)
     before = dp.summary.object
-    vm.load_upload(b"\x00\x01\x02", "junk.npy")
-    assert dp.error.visible and "junk.npy" in dp.error.object
-    assert dp.summary.object == before
-
-
-def test_model_panel_offers_only_supported_kernels():
-    vm = ExplorerState()
-    mp = ModelPanel(vm=vm)
+    ex.data.load_upload(b"\x00\x01\x02", "junk.npy")
+    assert dp.error.visible and "junk" in dp.error.object and dp.summary.object == before
     assert set(mp.kernel.options.values()) == {"rbf", "linear"}
-    vm.model = "gplvm"
-    assert "mlp" in mp.kernel.options.values()
-    assert not mp.num_inducing.visible
+    ex.settings.model = "gplvm"
+    assert "mlp" in mp.kernel.options.values() and not mp.num_inducing.visible
 
 
-def test_plots_render_after_training_and_reconstruction(fake_factory):
-    vm = trained_vm(fake_factory)
-    latent, recon = LatentMap(vm=vm), ReconstructionView(vm=vm)
-    ard, obj, exp = ARDPlot(vm=vm), ObjectivePlot(vm=vm), ExportPanel(vm=vm, latent_map=latent)
-    for view in (latent, recon, ard):
-        hv.render(view.plot.object if hasattr(view, "plot") else view.body[0][0].object)
-    assert len(vm.ard_pipe.data) == 3
-    assert len(vm.objective_buffer.data) == 15
-    # the objective curve streams only new points into its source
-    assert len(obj.source.data["objective"]) == 15  # built after the fit: starts with the history
-    import pandas as pd
-    vm.objective_buffer.send(pd.DataFrame({"iteration": [16.0, 17.0], "objective": [1.0, 2.0]}))
+def test_plots_render_after_training_and_reconstruction(fake_build, pump):
+    ex = trained(fake_build, pump)
+    latent, recon, ard = LatentMap(explorer=ex), ReconstructionView(explorer=ex), ARDPlot(explorer=ex)
+    obj, exp = ObjectivePlot(explorer=ex), ExportPanel(explorer=ex)
+    finish(ex, pump)
+    hv.render(latent.plot.object)
+    hv.render(ard.plot.object)
+    assert len(ard.pipe.data) == 3 and set(ard.pipe.data["shown"]) == {"shown in map", "other"}
+    assert len(obj.source.data["objective"]) == 16  # iteration 0 and 15 iterations, streamed
+    ex.training.trace.send(pd.DataFrame({"iteration": [16.0, 17.0], "objective": [1.0, 2.0]}))
     assert list(obj.source.data["iteration"])[-3:] == [15.0, 16.0, 17.0]
-    vm.objective_buffer.clear()
-    assert len(obj.source.data["iteration"]) == 0
-    assert vm.label_colours and latent.legend.object  # a colour key per label
-    x0, y0, x1, y1 = vm.latent_extent()
-    vm.tap.event(x=(x0 + x1) / 2, y=(y0 + y1) / 2)
-    assert recon._kind == ("image", (16, 16))
-    hv.render(recon.body[0][0].object)
-    assert not exp.csv.disabled and not exp.png.disabled
-    assert "model summary" in exp.summary.value
-    html = exp._html().getvalue()
-    assert b"<html" in html.lower()[:2000]
+    assert len(latent.glyph_source.data["x"]) == ex.data.dataset.n  # glyphs below the raster threshold
+    v = ex.latent.view
+    x0, y0, x1, y1 = v.extent
+    latent._on_tap(x=(x0 + x1) / 2, y=(y0 + y1) / 2)
+    ex.dispatcher.flush()
+    assert ex.latent.reconstruction is not None and recon.images.visible
+    assert recon.pred_source.data["image"][0].shape == (16, 16)
+    assert "Nearest training point #" in recon.text.object
+    assert len(latent.marker_source.data["x"]) == 2  # the click and its nearest point
+    assert not exp.csv.disabled and not exp.png.disabled and "model summary" in exp.summary.value
+    assert exp._html().getvalue().lower().find(b"<html") >= 0
 
 
-def test_profile_reconstruction_view_for_tabular_data(fake_factory):
-    vm = trained_vm(fake_factory, sample="three-phase-flow", iters=3)
-    recon = ReconstructionView(vm=vm)
-    vm.reconstruct_at(0.0, 0.0)
-    assert recon._kind == ("profile", vm.dataset.d)
-    hv.render(recon.body[0].object)
+def test_profile_reconstruction_for_tabular_data(fake_build, pump):
+    ex = trained(fake_build, pump, sample="three-phase-flow", iters=3)
+    recon = ReconstructionView(explorer=ex)
+    finish(ex, pump)
+    rec = ex.latent.reconstruct_at(0.0, 0.0)
+    assert not rec.is_image and recon.profile.visible
+    assert len(recon.profile_source.data["mean"]) == ex.data.dataset.d
 
 
-def test_continuous_labels_are_binned_for_colour():
-    labels = np.linspace(0, 1, 50)
-    out = ExplorerState.colour_labels(labels, 50)
-    assert 2 <= len(set(out)) <= 8
-    assert ExplorerState.colour_labels(None, 3).tolist() == ["all points"] * 3
+def test_many_points_are_rasterised_and_labels_are_sent_once(fake_build, pump):
+    ex = trained(fake_build, pump, upload=big_csv(1200), iters=6)
+    latent = LatentMap(explorer=ex, raster_above=1000)
+    finish(ex, pump)
+    plot = hv.renderer("bokeh").get_plot(latent.plot.object)
+    kinds = {type(r.glyph).__name__ for r in plot.state.renderers}
+    assert "ImageRGBA" in kinds  # datashader's image, not 1200 glyphs
+    assert len(latent.glyph_source.data["x"]) == 0
+
+
+def test_glyph_updates_send_only_the_coordinates(fake_build, pump):
+    ex = trained(fake_build, pump, upload=big_csv(400, distinct=3), iters=300, delay=0.003)
+    latent = LatentMap(explorer=ex)
+    doc = Document()
+    doc.add_root(latent.glyph_source)
+    changed = []
+    doc.on_change(lambda event: changed.append(event))
+    finish(ex, pump)
+    events = [e for e in changed if isinstance(e, ColumnDataChangedEvent) and e.model is latent.glyph_source]
+    whole = [e for e in events if e.cols is None]
+    partial = [e for e in events if e.cols is not None]
+    assert len(whole) == 1  # colours and labels: once for the data set
+    assert partial and all(set(e.cols) == {"x", "y"} for e in partial)
+
+
+def test_legend_is_capped(fake_build, pump):
+    ex = Explorer()
+    assert ex.data.load_upload(*big_csv(600, distinct=300))
+    latent = LatentMap(explorer=ex)
+    html = latent.legend.object
+    assert html.count("border-radius:50%") == 10 and "other" in html and "300 distinct" in html
 
 
 def test_zoom_range_skips_the_first_iterations():

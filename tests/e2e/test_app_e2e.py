@@ -124,7 +124,7 @@ def test_train_live_click_reconstruct_stop(page, panel_serve_subprocess, artifac
     # the page stays responsive while training: the status line shows progress
     wait_text(page, "it/s")
     # wait for the latent points
-    page.wait_for_function("() => __gx.sources('lx').some(s => __gx.column(s, 'lx').length > 0)", timeout=60_000)
+    page.wait_for_function("() => __gx.sources('colour').some(s => __gx.column(s, 'x').length > 0)", timeout=60_000)
     screenshot(page, artifacts, "02-training")
 
     page.get_by_role("button", name="■ Stop", exact=True).click()
@@ -137,8 +137,8 @@ def test_train_live_click_reconstruct_stop(page, panel_serve_subprocess, artifac
     assert csv_btn.is_enabled()
 
     # click the latent map at a known data coordinate: training point 0
-    xs = col_values(page, "lx")
-    ys = col_values(page, "ly")
+    xs = col_values(page, "x", must_have="colour")
+    ys = col_values(page, "y", must_have="colour")
     assert xs and ys
     x, y = xs[0], ys[0]
     click_latent(page, x, y)

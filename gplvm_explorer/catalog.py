@@ -1,0 +1,305 @@
+"""What the app can train: one :class:`ModelSpec` per model, kernels, initialisations, optimisers.
+
+The UI asks this catalog -- which kernels a model takes, whether it has
+inducing points, what its objective is called, what it would cost -- and
+never compares model names.  A new model is one more entry in ``CATALOG``.
+
+Costs are rough, deliberately pessimistic estimates used to refuse a
+training that would not fit the per-session :class:`Budget` before it starts
+(the exact GP-LVM needs O(N^2) memory and O(N^3) time per iteration; the
+collapsed models O(N M + M^2) memory and O(N M^2 Q) time).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "Budget",
+    "CATALOG",
+    "Cost",
+    "INITS",
+    "KERNELS",
+    "ModelConfig",
+    "ModelSpec",
+    "OPTIMIZERS",
+    "check",
+    "format_bytes",
+    "spec",
+]
+
+#: Kernel families: key -> label shown to people.
+KERNELS = {
+    "rbf": "RBF (ARD)",
+    "linear": "Linear (ARD)",
+    "matern32": "Matérn 3/2 (ARD)",
+    "matern52": "Matérn 5/2 (ARD)",
+    "mlp": "MLP",
+}
+INITS = {"pca": "PCA", "random": "Random", "isomap": "Isomap"}
+OPTIMIZERS = {"lbfgs": "L-BFGS-B", "scg": "Scaled conjugate gradients", "adam": "Adam"}
+
+try:  # the engine states how many points Isomap accepts
+    from engine.init import ISOMAP_MAX_POINTS
+except ImportError:  # pragma: no cover - older engine
+    ISOMAP_MAX_POINTS = 3000
+
+_BYTES = 8  # float64
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to build and fit one model (plain values only)."""
+
+    model: str = "bayesian"
+    kernel: str = "rbf"
+    bias: bool = True
+    white: bool = True
+    latent_dim: int = 5
+    num_inducing: int = 30
+    init: str = "pca"
+    optimizer: str = "lbfgs"
+    max_iters: int = 300
+    seed: int = 0
+
+    @property
+    def spec(self) -> "ModelSpec":
+        return spec(self.model)
+
+    def describe(self) -> str:
+        """One line, e.g. ``Bayesian GP-LVM, RBF (ARD) + bias + white, Q=5, M=30, ...``."""
+        s = self.spec
+        kern = KERNELS.get(self.kernel, self.kernel)
+        if self.bias:
+            kern += " + bias"
+        if self.white:
+            kern += " + white"
+        parts = [s.display_name, kern, f"Q={self.latent_dim}"]
+        if s.uses_inducing:
+            parts.append(f"M={self.num_inducing}")
+        parts += [f"init={INITS.get(self.init, self.init)}",
+                  f"optimiser={OPTIMIZERS.get(self.optimizer, self.optimizer)}",
+                  f"{self.max_iters} iterations", f"seed={self.seed}"]
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Estimated peak memory (bytes) and time per iteration (seconds) of one fit."""
+
+    memory_bytes: float
+    seconds_per_iteration: float
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One trainable model: how to name it, build it and what it costs.
+
+    ``memory`` and ``seconds`` are functions of ``(N, D, Q, M)``.
+    """
+
+    key: str
+    display_name: str
+    objective_name: str
+    engine_class: str  # attribute of the ``engine`` package
+    kernels: tuple
+    uses_inducing: bool
+    uncertain_latents: bool  # q(X) with variances (Bayesian) or points
+    memory: Callable[[int, int, int, int], float] = field(repr=False)
+    seconds: Callable[[int, int, int, int], float] = field(repr=False)
+    cheaper: str = ""  # what to suggest when it is too big
+
+    def cost(self, n: int, d: int, q: int, m: int) -> Cost:
+        m = m if self.uses_inducing else 0
+        return Cost(float(self.memory(n, d, q, m)), float(self.seconds(n, d, q, m)))
+
+    def build(self, Y: np.ndarray, config: ModelConfig):
+        """The engine model (not fitted) this spec and ``config`` describe."""
+        import engine
+
+        cls = getattr(engine, self.engine_class)
+        kwargs = dict(kernel=_build_kernel(config), init=config.init, seed=int(config.seed))
+        if self.uses_inducing:
+            kwargs["num_inducing"] = int(config.num_inducing)
+        return cls(Y, int(config.latent_dim), **kwargs)
+
+
+# Calibrated on a 2-core machine (20,000 x 30, Q=10, M=50: ~0.25 s per L-BFGS iteration
+# of the Bayesian model); iterations take a few evaluations, so these are per iteration.
+_COLLAPSED_RATE = 5e-10  # seconds per N M^2 Q
+_EXACT_RATE = 3e-10  # seconds per N^3 (Cholesky plus the dense gradient products)
+
+
+def _collapsed_memory(n, d, q, m):
+    # data, Psi1 and its gradient, latent means/variances, optimiser history (L-BFGS keeps
+    # 50 pairs of parameter-sized vectors), M x M factors; plus a fixed overhead
+    params = n * q * 2 + m * q + q + 3
+    return _BYTES * (3 * n * d + 4 * n * m + 6 * n * q + 110 * params + 20 * m * m) + 50e6
+
+
+def _exact_memory(n, d, q, m):
+    # K, its Cholesky factor and dL/dK are N x N; plus data and optimiser history
+    return _BYTES * (4 * n * n + 3 * n * d + 110 * n * q) + 50e6
+
+
+CATALOG: dict[str, ModelSpec] = {
+    s.key: s
+    for s in (
+        ModelSpec(
+            key="bayesian", display_name="Bayesian GP-LVM", objective_name="ELBO",
+            engine_class="BayesianGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
+            uncertain_latents=True, memory=_collapsed_memory,
+            seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
+        ),
+        ModelSpec(
+            key="sparse", display_name="Sparse GP-LVM", objective_name="ELBO",
+            engine_class="SparseGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
+            uncertain_latents=False, memory=_collapsed_memory,
+            seconds=lambda n, d, q, m: 0.5 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
+        ),
+        ModelSpec(
+            key="gplvm", display_name="GP-LVM (exact)", objective_name="log-likelihood",
+            engine_class="GPLVM", kernels=tuple(KERNELS), uses_inducing=False,
+            uncertain_latents=False, memory=_exact_memory,
+            seconds=lambda n, d, q, m: _EXACT_RATE * n ** 3 + 2e-9 * n * n * (d + q),
+            cheaper="the sparse or Bayesian GP-LVM (their cost grows linearly with N)",
+        ),
+    )
+}
+
+
+def spec(key: str) -> ModelSpec:
+    try:
+        return CATALOG[key]
+    except KeyError:
+        raise ValueError(f"Expected a model in {sorted(CATALOG)}, got {key!r} instead.") from None
+
+
+def _build_kernel(config: ModelConfig):
+    from engine import kernels as K
+
+    Q = int(config.latent_dim)
+    families = {"rbf": K.RBF, "linear": K.Linear, "matern32": K.Matern32, "matern52": K.Matern52, "mlp": K.MLP}
+    kern = families[config.kernel](Q)
+    if config.bias:
+        kern = kern + K.Bias(Q, variance=0.1)
+    if config.white:
+        kern = kern + K.White(Q, variance=1e-3)
+    return kern
+
+
+# --------------------------------------------------------------------------
+# Budget and validation
+# --------------------------------------------------------------------------
+
+def _machine_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 8e9
+
+
+def parse_bytes(text: str) -> float:
+    """``"4G"``, ``"512M"``, ``"2.5e9"`` -> bytes."""
+    s = str(text).strip().upper().removesuffix("B")
+    mult = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(s[-1:], None)
+    if mult is not None:
+        s = s[:-1]
+    value = float(s) * (mult or 1.0)
+    if not value > 0:
+        raise ValueError(f"Expected a positive size, got {text!r} instead.")
+    return value
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one session may spend on one training.
+
+    ``memory_bytes`` defaults to a quarter of the machine's memory;
+    ``seconds_per_iteration`` to 60 s.  The server sets them with the
+    environment variables ``GPLVM_EXPLORER_SESSION_MEMORY`` (e.g. ``4G``) and
+    ``GPLVM_EXPLORER_MAX_SECONDS_PER_ITERATION``.
+    """
+
+    memory_bytes: float
+    seconds_per_iteration: float = 60.0
+
+    @classmethod
+    def from_env(cls, environ=None) -> "Budget":
+        env = os.environ if environ is None else environ
+        memory = 0.25 * _machine_memory()
+        seconds = 60.0
+        raw = env.get("GPLVM_EXPLORER_SESSION_MEMORY")
+        if raw:
+            try:
+                memory = parse_bytes(raw)
+            except ValueError:
+                logger.warning("Ignoring GPLVM_EXPLORER_SESSION_MEMORY=%r (not a size)", raw)
+        raw = env.get("GPLVM_EXPLORER_MAX_SECONDS_PER_ITERATION")
+        if raw:
+            try:
+                seconds = float(raw)
+            except ValueError:
+                logger.warning("Ignoring GPLVM_EXPLORER_MAX_SECONDS_PER_ITERATION=%r", raw)
+        return cls(memory, seconds)
+
+
+def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> tuple[list[str], list[str]]:
+    """Validate ``config`` for data of shape ``(n, d)`` within ``budget``.
+
+    Returns ``(errors, notes)``: errors make training impossible (shown with
+    the Train button); notes are information (cost, adjustments).
+    """
+    errors: list[str] = []
+    notes: list[str] = []
+    if config.model not in CATALOG:
+        return [f"Expected a model in {sorted(CATALOG)}, got {config.model!r} instead."], notes
+    s = spec(config.model)
+    if config.kernel not in s.kernels:
+        allowed = ", ".join(KERNELS[k] for k in s.kernels)
+        errors.append(f"The {s.display_name} needs closed-form kernel expectations; choose one of: {allowed}.")
+    if config.latent_dim < 1:
+        errors.append("The latent dimensionality Q must be at least 1.")
+    if n < 3:
+        errors.append(f"Need at least 3 data points to train, got {n}.")
+    if s.uses_inducing:
+        if config.num_inducing < 1:
+            errors.append("The number of inducing points M must be at least 1.")
+        elif config.num_inducing > n:
+            errors.append(f"M={config.num_inducing} inducing points is more than the {n} data points; "
+                          f"choose M ≤ {n}.")
+    if config.init == "isomap" and n > ISOMAP_MAX_POINTS:
+        errors.append(f"Isomap initialisation is limited to {ISOMAP_MAX_POINTS} points (N={n}); "
+                      "use PCA or subsample the data.")
+    if config.max_iters < 1:
+        errors.append("The number of iterations must be at least 1.")
+    cost = s.cost(n, d, int(config.latent_dim), int(config.num_inducing))
+    budget = budget or Budget.from_env()
+    instead = s.cheaper or "fewer inducing points M, a smaller Q, or a subsample of the data"
+    if cost.memory_bytes > budget.memory_bytes:
+        errors.append(
+            f"Too big for this server: the {s.display_name} on N={n} points needs about "
+            f"{format_bytes(cost.memory_bytes)} of memory, more than the {format_bytes(budget.memory_bytes)} "
+            f"a session may use. Use {instead}.")
+    elif cost.seconds_per_iteration > budget.seconds_per_iteration:
+        errors.append(
+            f"Too slow for this server: the {s.display_name} on N={n} points would take about "
+            f"{cost.seconds_per_iteration:.0f} s per iteration (limit {budget.seconds_per_iteration:.0f} s). "
+            f"Use {instead}.")
+    elif cost.seconds_per_iteration > 2.0:
+        notes.append(f"Expect about {cost.seconds_per_iteration:.0f} s per iteration "
+                     f"({format_bytes(cost.memory_bytes)} of memory).")
+    return errors, notes

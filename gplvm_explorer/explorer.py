@@ -1,0 +1,113 @@
+"""Explorer: the state objects of one browser session, wired in one direction.
+
+file -> LoadedData -> ModelSettings -> TrainingRun -> TrainedResult -> LatentSlice -> views.
+
+Each arrow is a ``param`` watcher set up here; views read the objects'
+public params and act through their methods.  Nothing is shared between
+sessions except the process-wide training limiter.
+"""
+from __future__ import annotations
+
+import logging
+
+import param
+
+from . import warmup
+from .catalog import Budget
+from .dispatch import Dispatcher
+from .export import summary_text
+from .state.data import LoadedData
+from .state.labels import LabelColouring, colour_labels
+from .state.latent import LatentSlice
+from .state.settings import ModelSettings
+from .state.training import Status, TrainingRun
+from .training.worker import ACTIVE, Limiter
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Explorer"]
+
+
+class Explorer(param.Parameterized):
+    """One page's state."""
+
+    page_error = param.String(default="", doc="An unexpected error in a page update, shown at the top.")
+    warming_up = param.Boolean(default=False, doc="The numerical kernels are still compiling.")
+    summary = param.String(default="", doc="Settings and results as text (after a run ends).")
+
+    def __init__(self, doc=None, limiter: Limiter | None = None, build=None, budget: Budget | None = None,
+                 publish_interval: float = 1.0, notify_interval: float = 0.2, **params):
+        super().__init__(**params)
+        self.dispatcher = Dispatcher(doc, on_error=self._on_page_error)
+        self._colouring_cache = None
+        self.data = LoadedData()
+        self.settings = ModelSettings(budget=budget)
+        self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
+                                    publish_interval=publish_interval, notify_interval=notify_interval)
+        self.latent = LatentSlice(self.dispatcher)
+        self.data.param.watch(self._on_dataset, ["dataset"])
+        self.training.param.watch(self._on_status, ["status"])
+        self.training.param.watch(self._on_result, ["result"])
+        self.data.load_default()
+        self.warming_up = not warmup.done()
+        self._unsubscribe_warmup = warmup.on_done(lambda: self.dispatcher.soon(self._on_warm))
+
+    # ---- actions ----------------------------------------------------------------------
+    def train(self) -> bool:
+        """Start training with the current data and settings; messages explain refusals."""
+        tr = self.training
+        ds = self.data.dataset
+        if ds is None:
+            tr.message, tr.message_kind = "Load data first.", "warning"
+            return False
+        if not self.settings.validate():
+            tr.message, tr.message_kind = " ".join(self.settings.errors), "danger"
+            return False
+        return tr.start(ds, self.settings.config())
+
+    def close(self) -> None:
+        """The browser session ended: stop the fit, forget pending page updates."""
+        self._unsubscribe_warmup()
+        self.training.close()
+        self.latent.close()
+        self.dispatcher.close()
+
+    def colouring(self, dataset=None) -> LabelColouring | None:
+        """Point colours for ``dataset`` (default: the data of the map on show, else the loaded data)."""
+        if dataset is None:
+            view = self.latent.view
+            dataset = view.result.dataset if view is not None else (self.training.dataset or self.data.dataset)
+        if dataset is None:
+            return None
+        if dataset is self.data.dataset:
+            return self.data.labels
+        if self._colouring_cache is None or self._colouring_cache[0] is not dataset:
+            self._colouring_cache = (dataset, colour_labels(dataset.labels, dataset.n, dataset.label_name or ""))
+        return self._colouring_cache[1]
+
+    # ---- wiring -----------------------------------------------------------------------
+    def _on_dataset(self, event) -> None:
+        ds = event.new
+        if ds is not None:
+            self.settings.set_data_shape(ds.n, ds.d)
+
+    def _on_status(self, event) -> None:
+        status = Status(event.new)
+        busy = status in ACTIVE
+        self.data.locked = busy
+        self.settings.locked = busy
+        if status in (Status.FINISHED, Status.STOPPED, Status.FAILED):
+            tr = self.training
+            self.summary = summary_text(tr.result, status.value, tr.elapsed,
+                                        tr.message if status == Status.FAILED else "")
+        elif status in (Status.STARTING, Status.QUEUED):
+            self.summary = ""
+
+    def _on_result(self, event) -> None:
+        self.latent.offer(event.new)
+
+    def _on_warm(self) -> None:
+        self.warming_up = False
+
+    def _on_page_error(self, where: str, exc: BaseException) -> None:
+        self.page_error = f"Something went wrong while updating the page ({type(exc).__name__}: {exc})."

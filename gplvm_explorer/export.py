@@ -1,0 +1,155 @@
+"""Exports as plain functions: latent coordinates (CSV), the model (NPZ), the map (PNG), a summary."""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tempfile
+
+import numpy as np
+import pandas as pd
+
+from .state.labels import LabelColouring
+from .state.latent import SliceView
+from .text import spreadsheet_safe
+from .training.worker import TrainedResult
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["latent_png", "latent_rgba", "latents_csv", "model_npz", "summary_text", "VARIANCE_CMAP"]
+
+#: Variance shading: light = confident (low variance), dark = uncertain.
+VARIANCE_CMAP = ["#ffffff", "#eef2f7", "#d9e2ec", "#bccada", "#9fb3c8", "#7f98b2", "#5f7d9e", "#34506f"]
+
+
+def latents_csv(result: TrainedResult) -> bytes:
+    """Latent means (and variances, labels) of a result as CSV."""
+    if result is None:
+        raise ValueError("Train a model first.")
+    X, S = result.X_mean, result.X_variance
+    frame = {"index": np.arange(X.shape[0])}
+    labels = getattr(result.dataset, "labels", None)
+    if labels is not None:
+        frame["label"] = [spreadsheet_safe(v) for v in labels.astype(str)] if labels.dtype.kind in "US" else labels
+    for q in range(X.shape[1]):
+        frame[f"x{q + 1}"] = X[:, q]
+    if S is not None:
+        for q in range(X.shape[1]):
+            frame[f"var_x{q + 1}"] = S[:, q]
+    buf = io.StringIO()
+    pd.DataFrame(frame).to_csv(buf, index=False, float_format="%.8g")
+    return buf.getvalue().encode()
+
+
+def model_npz(result: TrainedResult) -> bytes:
+    """The trained model as an .npz the engine loads again (no pickle)."""
+    if result is None or not result.final:
+        raise ValueError("Export the model once training has finished or been stopped.")
+    from engine import io as engine_io
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.npz")
+        engine_io.save_model(result.model, path)
+        with open(path, "rb") as fh:
+            return fh.read()
+
+
+def _hex_rgb(colours) -> np.ndarray:
+    return np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in colours], dtype=float)
+
+
+def latent_rgba(view: SliceView, labels: LabelColouring, size: int = 640) -> np.ndarray:
+    """(size, size, 3) uint8: the variance shading with the points rasterised on top (row 0 at the top)."""
+    import datashader as ds
+    import datashader.transfer_functions as tf
+
+    x0, y0, x1, y1 = view.extent
+    if view.grid is not None:
+        v = view.grid.variance.astype(float)
+        lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
+        t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
+        cmap = _hex_rgb(VARIANCE_CMAP)
+        pos = t * (len(cmap) - 1)
+        i0 = np.clip(np.floor(pos).astype(int), 0, len(cmap) - 2)
+        f = (pos - i0)[..., None]
+        shade = cmap[i0] * (1 - f) + cmap[i0 + 1] * f  # (R, R, 3), row 0 = lowest y
+        R = shade.shape[0]
+        idx = np.clip(((np.arange(size) + 0.5) / size * R).astype(int), 0, R - 1)
+        base = shade[(R - 1 - idx)][:, idx]  # image row 0 = highest y
+    else:
+        base = np.full((size, size, 3), 247.0)
+    codes = labels.codes if labels.n == view.points.shape[0] else np.zeros(view.points.shape[0], dtype=np.int32)
+    cats = list(labels.categories) if labels.n == view.points.shape[0] else ["all points"]
+    frame = pd.DataFrame({"x": view.points[:, 0], "y": view.points[:, 1],
+                          "cat": pd.Categorical.from_codes(codes, categories=cats)})
+    canvas = ds.Canvas(plot_width=size, plot_height=size, x_range=(x0, x1), y_range=(y0, y1))
+    agg = canvas.points(frame, "x", "y", ds.count_cat("cat"))
+    key = dict(zip(cats, labels.colours)) if len(cats) == len(labels.colours) else {cats[0]: "#0072B2"}
+    img = tf.spread(tf.shade(agg, color_key=key, min_alpha=200), px=2)
+    rgba = img.to_numpy().view(np.uint8).reshape(size, size, 4)[::-1].astype(float)
+    alpha = rgba[..., 3:4] / 255.0
+    out = base * (1 - alpha) + rgba[..., :3] * alpha
+    return out.astype(np.uint8)
+
+
+def latent_png(view: SliceView, labels: LabelColouring, size: int = 640) -> bytes:
+    """A PNG of the latent map (variance shading + points), drawn on the server."""
+    from PIL import Image
+
+    if view is None:
+        raise ValueError("Train a model first.")
+    buf = io.BytesIO()
+    Image.fromarray(latent_rgba(view, labels, size), "RGB").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _fmt(x, digits=4) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if not np.isfinite(x):
+        return str(x)
+    return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.{digits}e}"
+
+
+def summary_text(result: TrainedResult | None, status: str, elapsed: float, error: str = "") -> str:
+    """Settings and results as plain text (for copying)."""
+    lines = ["GPLVM Explorer — model summary", ""]
+    if result is None:
+        lines.append(f"Status: {status}")
+        if error:
+            lines.append(f"Error: {error}")
+        return "\n".join(lines)
+    ds = result.dataset
+    if ds is not None:
+        std = ", standardised" if getattr(ds, "scale", None) is not None else ""
+        lines.append(f"Data: {ds.name} (N={ds.n}, D={ds.d}{std})")
+    lines.append(f"Model: {result.config.describe()}")
+    lines.append(f"Status: {status}")
+    lines.append(f"Iterations: {result.iteration}; time {elapsed:.1f} s")
+    lines.append(f"Final {result.objective_name}: {_fmt(result.objective, 8)}")
+    noise = result.parameters.get("noise_variance")
+    if noise is not None:
+        lines.append(f"Noise variance: {_fmt(noise)}")
+    rel = np.asarray(result.relevance, dtype=float)
+    lines.append("ARD relevance (1/lengthscale² or linear variance): "
+                 + ", ".join(f"x{i + 1}={_fmt(r, 3)}" for i, r in enumerate(rel)))
+    if rel.size and np.max(rel) > 0:
+        act = [i for i in range(rel.size) if rel[i] > 0.05 * np.max(rel)]
+        lines.append(f"Dimensions in use (relevance > 5% of the largest): {len(act)} of {len(rel)} "
+                     f"({', '.join(f'x{i + 1}' for i in act)})")
+    labels = getattr(ds, "labels", None)
+    if labels is not None and labels.dtype.kind != "f" and result.X_mean.shape[0] <= 20000:
+        try:
+            from engine.metrics import one_nn_errors
+
+            errs = one_nn_errors(result.X_mean, labels)
+            lines.append(f"Leave-one-out 1-NN errors in the latent space: {errs} of {len(labels)}")
+        except Exception:
+            logger.exception("1-NN error count failed")
+    if result.jitter > 0:
+        lines.append(f"Jitter added: {result.jitter:.1e}")
+    if error:
+        lines.append(f"Error: {error}")
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""LoadedData: the data set on show -- a bundled sample or the user's file.
+
+On any failure the previous data set stays loaded and ``error`` says why.
+Every user string here (file name, headers, labels) is plain text; views
+render it as text.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import param
+
+from .. import data as data_mod
+from .labels import LabelColouring, colour_labels
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LoadedData", "NO_LABEL", "UPLOADED_FILE"]
+
+#: The sample-picker entry that stands for the last uploaded file.
+UPLOADED_FILE = "uploaded-file"
+NO_LABEL = "(none)"
+_LABEL_GUESSES = ("label", "labels", "class", "target", "y", "category")
+
+
+class LoadedData(param.Parameterized):
+    """The current :class:`~gplvm_explorer.data.Dataset` and how it was loaded."""
+
+    sample = param.Selector(default=None, objects=[], doc="Bundled sample, or UPLOADED_FILE.")
+    standardize = param.Boolean(default=False, doc="Scale every feature to zero mean, unit variance.")
+    label_column = param.Selector(default=NO_LABEL, objects=[NO_LABEL], doc="Column with labels (uploads).")
+    dataset = param.Parameter(default=None, doc="The current Dataset (immutable).")
+    labels = param.Parameter(default=None, doc="LabelColouring of the current dataset.")
+    source = param.Selector(default="sample", objects=["sample", "upload"])
+    upload_name = param.String(default="")
+    error = param.String(default="", doc="Last loading error; the previous data stays loaded.")
+    locked = param.Boolean(default=False, doc="True while a training runs: loading is refused.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._pending_upload: tuple[bytes, str] | None = None
+        self._quiet = False
+        try:
+            self._samples = list(data_mod.samples())
+        except Exception as exc:  # pragma: no cover - data layer broken
+            logger.exception("Could not list the bundled samples")
+            self._samples = []
+            self.error = f"Could not list the bundled samples: {exc}"
+        self.param.sample.objects = [s.name for s in self._samples] + [UPLOADED_FILE]
+        self.param.watch(self._on_sample, ["sample"])
+        self.param.watch(self._on_prepare_option, ["standardize", "label_column"])
+
+    # ---- what the picker shows ----------------------------------------------------------
+    def sample_titles(self) -> dict:
+        """Select options: title -> name (the last entry stands for the uploaded file)."""
+        titles = {(s.title or s.name): s.name for s in self._samples}
+        titles["Your uploaded file"] = UPLOADED_FILE
+        return titles
+
+    def load_default(self) -> None:
+        if self._samples:
+            self.sample = self._samples[0].name
+
+    # ---- loading -------------------------------------------------------------------------
+    def load_sample(self, name: str) -> bool:
+        if not self._may_load():
+            return False
+        try:
+            ds = data_mod.load_sample(name, standardize=bool(self.standardize))
+        except Exception as exc:
+            self._fail(exc, f"sample {name!r}")
+            return False
+        with param.parameterized.discard_events(self):
+            self.param.label_column.objects = [NO_LABEL]
+            self.label_column = NO_LABEL
+        self._show_in_picker(name)
+        self._set(ds, "sample")
+        return True
+
+    def load_upload(self, content: bytes, filename: str) -> bool:
+        """Parse an uploaded file; on failure keep the current dataset."""
+        if not self._may_load():
+            return False
+        if not content:
+            self.error = f"{filename or 'The file'} is empty."
+            return False
+        columns: list[str] = []
+        if str(filename).lower().endswith((".csv", ".tsv", ".txt")):
+            try:
+                columns = list(data_mod.csv_columns(content, filename))
+            except Exception as exc:
+                self._fail(exc, filename)
+                return False
+        label = self._guess_label(columns)
+        try:
+            ds = data_mod.load_file(content, filename, label_column=label, standardize=bool(self.standardize))
+        except Exception as exc:
+            self._fail(exc, filename)
+            return False
+        self._pending_upload = (content, filename)
+        self.upload_name = filename
+        self._show_in_picker(UPLOADED_FILE)
+        with param.parameterized.discard_events(self):
+            self.param.label_column.objects = [NO_LABEL] + columns
+            self.label_column = label if label is not None else NO_LABEL
+        self._set(ds, "upload")
+        return True
+
+    # ---- internals -----------------------------------------------------------------------
+    def _may_load(self) -> bool:
+        if self.locked:
+            self.error = "Stop the training before loading other data."
+            return False
+        return True
+
+    def _fail(self, exc: BaseException, what: str) -> None:
+        if isinstance(exc, data_mod.DataError):
+            self.error = f"Could not load {what}: {exc}"
+        else:
+            logger.exception("Unexpected error loading %s", what)
+            self.error = f"Could not load {what} ({type(exc).__name__}): {exc}"
+
+    def _set(self, ds, source: str) -> None:
+        labels: LabelColouring = colour_labels(ds.labels, ds.n, name=ds.label_name or "")
+        self.error = ""
+        with param.parameterized.batch_call_watchers(self):
+            self.source = source
+            self.labels = labels
+            self.dataset = ds
+
+    def _show_in_picker(self, name: str) -> None:
+        if self.sample == name:
+            return
+        self._quiet = True
+        try:
+            self.sample = name
+        finally:
+            self._quiet = False
+
+    def _guess_label(self, columns):
+        if self.label_column in columns and self.label_column != NO_LABEL:
+            return self.label_column
+        for c in columns:
+            if c.strip().lower() in _LABEL_GUESSES:
+                return c
+        return None
+
+    def _on_sample(self, event):
+        if self._quiet or not event.new:
+            return
+        if event.new == UPLOADED_FILE:
+            if self._pending_upload is None:
+                self.error = "No file uploaded yet: choose one with the upload button below."
+                ok = False
+            else:
+                ok = self.load_upload(*self._pending_upload)
+        else:
+            ok = self.load_sample(event.new)
+        if not ok:
+            self._show_in_picker(event.old)
+
+    def _on_prepare_option(self, event):
+        if self.locked:
+            return
+        if self.source == "upload" and self._pending_upload is not None:
+            content, filename = self._pending_upload
+            label = None if self.label_column == NO_LABEL else self.label_column
+            try:
+                ds = data_mod.load_file(content, filename, label_column=label, standardize=bool(self.standardize))
+            except Exception as exc:
+                self._fail(exc, filename)
+                return
+            self._set(ds, "upload")
+        elif self.sample and self.sample != UPLOADED_FILE:
+            self.load_sample(self.sample)
+
+    def summary_lines(self) -> list[str]:
+        """Plain-text facts about the data set (the first line is its name)."""
+        ds = self.dataset
+        if ds is None:
+            return ["No data loaded."]
+        lines = [str(ds.name), f"N = {ds.n} points, D = {ds.d} features"]
+        lab = self.labels
+        if ds.labels is None:
+            lines.append("no labels")
+        elif ds.labels.dtype.kind == "f":
+            lines.append(f"labels: {ds.label_name or 'label'} (continuous)")
+        else:
+            shown = "" if lab is None or not lab.capped else f" (colours for the {len(lab.categories) - 1} most frequent)"
+            lines.append(f"labels: {ds.label_name or 'label'}, {int(np.unique(ds.labels).size)} distinct{shown}")
+        if ds.image_shape is not None:
+            lines.append(f"images of {ds.image_shape[0]} × {ds.image_shape[1]} pixels")
+        if ds.scale is not None:
+            lines.append("standardised (zero mean, unit variance)")
+        return lines

@@ -1,0 +1,352 @@
+"""LatentSlice: the 2-D slice of the latent space the map shows, and what it takes to draw it.
+
+For each (trained result, slice) pair -- shown dims, values of the other dims,
+grid resolution -- a background thread computes, once:
+
+* the predictive-variance grid (``resolution`` x ``resolution`` over the map's
+  extent), and
+* a KD-tree over the shown latent means (nearest point for hover and click);
+
+then hands a consistent :class:`SliceView` to the page thread.  A
+reconstruction at a clicked location is one ``predict`` at one point plus one
+KD-tree query on that view.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import param
+from scipy.spatial import cKDTree
+
+from ..dispatch import Dispatcher
+from ..training.worker import TrainedResult
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LatentSlice", "NearestIndex", "Reconstruction", "SliceView", "VarianceGrid", "most_relevant"]
+
+MARGIN = 0.15  # padding around the latent points, as a fraction of their span
+
+
+def most_relevant(relevance, k: int = 2) -> list[int]:
+    """Indices of the ``k`` largest relevances (ties: lower index first)."""
+    rel = np.nan_to_num(np.asarray(relevance, dtype=float).ravel(), nan=0.0)
+    return sorted(range(rel.size), key=lambda i: (-rel[i], i))[:k]
+
+
+def padded_extent(X2: np.ndarray, margin: float = MARGIN) -> tuple:
+    """(x0, y0, x1, y1): a padded box around 2-D points."""
+    out = []
+    for col in (X2[:, 0], X2[:, 1]):
+        lo, hi = float(np.min(col)), float(np.max(col))
+        span = hi - lo
+        if not np.isfinite(span) or span < 1e-9:
+            span = 1.0
+        out.append((lo - margin * span, hi + margin * span))
+    return (out[0][0], out[1][0], out[0][1], out[1][1])
+
+
+class NearestIndex:
+    """Nearest training point in the shown plane: a KD-tree over (N, 2) latent means."""
+
+    def __init__(self, X2: np.ndarray):
+        X2 = np.asarray(X2, dtype=float)
+        if X2.ndim != 2 or X2.shape[1] != 2 or X2.shape[0] < 1:
+            raise ValueError(f"Expected (N, 2) points with N >= 1, got shape {X2.shape} instead.")
+        self._tree = cKDTree(X2)
+        self.n = X2.shape[0]
+
+    def nearest(self, x: float, y: float) -> tuple[int, float]:
+        """(index, distance) of the point nearest ``(x, y)``."""
+        dist, idx = self._tree.query([float(x), float(y)])
+        return int(idx), float(dist)
+
+    def within(self, x: float, y: float, radius: float) -> int | None:
+        """The nearest point if it lies within ``radius``, else None."""
+        idx, dist = self.nearest(x, y)
+        return idx if dist <= radius else None
+
+
+@dataclass(frozen=True, eq=False)
+class VarianceGrid:
+    """Predictive variance over a regular grid (cell centres) of the shown plane."""
+
+    xs: np.ndarray  # (R,)
+    ys: np.ndarray  # (R,)
+    variance: np.ndarray  # (R, R), rows follow ys
+
+    @property
+    def resolution(self) -> int:
+        return int(self.xs.size)
+
+
+@dataclass(frozen=True, eq=False)
+class SliceView:
+    """Everything the map draws, from one result and one slice: always consistent."""
+
+    result: TrainedResult
+    dims: tuple  # (x_dim, y_dim)
+    fixed: tuple  # (Q,) values of every latent dim; the shown two are replaced by the click
+    extent: tuple  # (x0, y0, x1, y1)
+    grid: VarianceGrid | None
+    index: NearestIndex
+    points: np.ndarray  # (N, 2) latent means in the shown dims (read-only)
+
+
+@dataclass(frozen=True, eq=False)
+class Reconstruction:
+    """The model's prediction at one latent location, beside the nearest training row."""
+
+    location: np.ndarray  # (Q,)
+    click: tuple  # (x, y) in the shown plane
+    mean: np.ndarray  # (D,) original units
+    std: np.ndarray  # (D,) predictive standard deviation, original units
+    variance: float  # mean predictive variance (model units)
+    nearest_index: int
+    nearest_xy: tuple
+    nearest_values: np.ndarray  # (D,) original units
+    nearest_label: str
+    image_shape: tuple | None
+    feature_names: list
+
+    @property
+    def is_image(self) -> bool:
+        return self.image_shape is not None
+
+
+def _variance_grid(result: TrainedResult, dims, fixed, extent, resolution: int) -> VarianceGrid:
+    x0, y0, x1, y1 = extent
+    R = int(resolution)
+    xs = x0 + (np.arange(R) + 0.5) * (x1 - x0) / R
+    ys = y0 + (np.arange(R) + 0.5) * (y1 - y0) / R
+    gx, gy = np.meshgrid(xs, ys)
+    Xg = np.tile(np.asarray(fixed, dtype=float), (R * R, 1))
+    Xg[:, dims[0]] = gx.ravel()
+    Xg[:, dims[1]] = gy.ravel()
+    _, var = result.model.predict(Xg)
+    var = np.asarray(var, dtype=float)
+    if var.ndim == 2:  # per-output variances: shade by their mean
+        var = var.mean(axis=1)
+    return VarianceGrid(xs, ys, var.reshape(R, R).astype(np.float32))
+
+
+class LatentSlice(param.Parameterized):
+    """Which slice to show, and the :class:`SliceView` computed for it."""
+
+    auto_dims = param.Boolean(default=True, doc="Show the two most relevant latent dimensions.")
+    x_dim = param.Integer(default=0, bounds=(0, None))
+    y_dim = param.Integer(default=1, bounds=(0, None))
+    fixed = param.List(default=[], doc="Value of every latent dim (the shown two come from the map).")
+    resolution = param.Integer(default=128, bounds=(100, 400), doc="Variance grid cells per side.")
+    latent_dim = param.Integer(default=0, doc="Q of the result on show (0: none).")
+    view = param.Parameter(default=None, doc="The SliceView on show (None before training).")
+    computing = param.Boolean(default=False)
+    error = param.String(default="")
+    reconstruction = param.Parameter(default=None)
+
+    def __init__(self, dispatcher: Dispatcher, **params):
+        super().__init__(**params)
+        self._dispatcher = dispatcher
+        self._lock = threading.Lock()
+        self._result: TrainedResult | None = None
+        self._wanted = None  # (result, auto, dims, fixed, resolution)
+        self._done = None  # SliceView or Exception waiting for the page thread
+        self._busy = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._closed = False
+        self.param.watch(self._on_slice, ["auto_dims", "x_dim", "y_dim", "fixed", "resolution"])
+
+    # ---- inputs (page thread) ----------------------------------------------------------
+    @property
+    def shown_dims(self) -> tuple:
+        v = self.view
+        return tuple(v.dims) if v is not None else (int(self.x_dim), int(self.y_dim))
+
+    def offer(self, result: TrainedResult | None) -> None:
+        """A new result to show (or None: nothing trained)."""
+        if result is None:
+            with self._lock:
+                self._result, self._wanted = None, None
+            with param.parameterized.batch_call_watchers(self):
+                self.view = None
+                self.reconstruction = None
+                self.latent_dim = 0
+            return
+        Q = result.latent_dim
+        if Q != self.latent_dim:
+            with param.parameterized.discard_events(self):
+                self.fixed = [0.0] * Q
+                self.x_dim, self.y_dim = 0, min(1, Q - 1)
+            self.latent_dim = Q
+        with self._lock:
+            self._result = result
+        self._request()
+
+    def set_fixed_from_nearest(self) -> bool:
+        """Hold the other dims at the latent position of the last clicked point's neighbour."""
+        rec, v = self.reconstruction, self.view
+        if rec is None or v is None:
+            return False
+        self.fixed = [float(x) for x in v.result.X_mean[rec.nearest_index]]
+        return True
+
+    def set_fixed_value(self, dim: int, value: float) -> None:
+        vals = list(self.fixed) if len(self.fixed) == self.latent_dim else [0.0] * self.latent_dim
+        vals[int(dim)] = float(value)
+        self.fixed = vals
+
+    def reset_fixed(self) -> None:
+        self.fixed = [0.0] * self.latent_dim
+
+    def _on_slice(self, *events) -> None:
+        if self._result is not None:
+            self._request()
+
+    # ---- background computation ----------------------------------------------------------
+    def _request(self) -> None:
+        with self._lock:
+            if self._result is None or self._closed:
+                return
+            self._wanted = (self._result, bool(self.auto_dims), (int(self.x_dim), int(self.y_dim)),
+                            tuple(float(v) for v in self.fixed), int(self.resolution))
+            if self._busy:
+                return
+            self._busy = True
+            self._idle.clear()
+        self.computing = True
+        threading.Thread(target=self._compute_loop, name="gplvm-latent-slice", daemon=True).start()
+
+    def _compute_loop(self) -> None:
+        while True:
+            with self._lock:
+                wanted, self._wanted = self._wanted, None
+                previous = self._done if isinstance(self._done, SliceView) else self.view
+                if wanted is None or self._closed:
+                    self._busy = False
+                    self._idle.set()
+                    return
+            try:
+                done = self._compute(wanted, previous)
+            except Exception as exc:  # shown in the page; the previous view stays
+                logger.exception("Could not compute the latent slice")
+                done = exc
+            with self._lock:
+                self._done = done
+            self._dispatcher.soon(self._apply)
+
+    def _compute(self, wanted, previous: SliceView | None) -> SliceView:
+        result, auto, dims, fixed, resolution = wanted
+        Q = result.latent_dim
+        if Q < 2:
+            raise ValueError("The latent map needs at least two latent dimensions.")
+        dims = self._resolve_dims(result, auto, dims, previous)
+        fixed = np.zeros(Q) if len(fixed) != Q else np.asarray(fixed, dtype=float)
+        points = np.ascontiguousarray(result.X_mean[:, list(dims)])
+        points.setflags(write=False)
+        extent = padded_extent(points)
+        if previous is not None and tuple(previous.dims) == tuple(dims) and previous.result.run_id == result.run_id:
+            extent = _stable_extent(previous.extent, extent)
+        same = (previous is not None and previous.result is result and tuple(previous.dims) == tuple(dims)
+                and previous.extent == extent and previous.grid is not None
+                and previous.grid.resolution == resolution and tuple(previous.fixed) == tuple(fixed))
+        grid = previous.grid if same else _variance_grid(result, dims, fixed, extent, resolution)
+        index = previous.index if (previous is not None and previous.points is not None and previous.result is result
+                                   and tuple(previous.dims) == tuple(dims)) else NearestIndex(points)
+        return SliceView(result, tuple(int(d) for d in dims), tuple(float(v) for v in fixed), extent, grid, index,
+                         points)
+
+    @staticmethod
+    def _resolve_dims(result, auto, dims, previous) -> tuple:
+        Q = result.latent_dim
+        if auto:
+            best = most_relevant(result.relevance, 2)
+            if previous is not None and previous.result.run_id == result.run_id:
+                # keep the current pair unless another dim is clearly more relevant (no flicker)
+                rel = np.asarray(result.relevance, dtype=float)
+                cur = tuple(previous.dims)
+                if max(cur) < Q and set(cur) != set(best) and min(rel[list(cur)]) >= 0.9 * rel[best[1]]:
+                    return cur
+            return (best[0], best[1])
+        x, y = int(dims[0]) % Q, int(dims[1]) % Q
+        if x == y:
+            y = (x + 1) % Q
+        return (x, y)
+
+    def _apply(self) -> None:
+        """Show the computed view (page thread)."""
+        with self._lock:
+            done, self._done = self._done, None
+            busy = self._busy
+        if isinstance(done, Exception):
+            self.error = f"Could not shade the latent map: {done}"
+        elif done is not None:
+            with param.parameterized.batch_call_watchers(self):
+                self.error = ""
+                self.view = done
+                if self.auto_dims:
+                    with param.parameterized.discard_events(self):
+                        self.x_dim, self.y_dim = done.dims
+        self.computing = busy
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Wait for the background work and apply it (tests and non-served use)."""
+        ok = self._idle.wait(timeout)
+        self._dispatcher.flush()
+        return ok
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wanted = None
+
+    # ---- questions the views ask (page thread) ---------------------------------------------
+    def nearest_point(self, x: float, y: float, radius: float | None = None) -> int | None:
+        v = self.view
+        if v is None:
+            return None
+        if radius is None:
+            return v.index.nearest(x, y)[0]
+        return v.index.within(x, y, radius)
+
+    def reconstruct_at(self, x: float, y: float) -> Reconstruction | None:
+        """Predict the output at ``(x, y)`` of the shown plane: one predict, one KD-tree query."""
+        v = self.view
+        if v is None:
+            return None
+        xd, yd = v.dims
+        loc = np.array(v.fixed, dtype=float)
+        loc[xd], loc[yd] = float(x), float(y)
+        mean, var = v.result.predict(loc[None, :])
+        mean, var = mean[0], np.maximum(var[0], 0.0)
+        ds = v.result.dataset
+        j, _ = v.index.nearest(x, y)
+        scale = getattr(ds, "scale", None)
+        std = np.sqrt(var) * (1.0 if scale is None else np.asarray(scale, dtype=float))
+        if ds is not None:
+            mean_orig = ds.unstandardize(mean[None, :])[0]
+            nearest = ds.unstandardize(ds.values[j:j + 1])[0]
+            labels = ds.labels
+        else:  # pragma: no cover - results always carry their dataset in the app
+            mean_orig, nearest, labels = mean, np.full_like(mean, np.nan), None
+        label = "" if labels is None else (f"{labels[j]:.3g}" if labels.dtype.kind == "f" else str(labels[j]))
+        rec = Reconstruction(
+            location=loc, click=(float(x), float(y)), mean=mean_orig, std=std, variance=float(np.mean(var)),
+            nearest_index=int(j), nearest_xy=(float(v.points[j, 0]), float(v.points[j, 1])),
+            nearest_values=np.asarray(nearest, dtype=float), nearest_label=label,
+            image_shape=None if ds is None else ds.image_shape,
+            feature_names=[] if ds is None else list(ds.feature_names or []))
+        self.reconstruction = rec
+        return rec
+
+
+def _stable_extent(old: tuple, new: tuple) -> tuple:
+    """Keep the old box while the points still fill it well (the axes do not jump every update)."""
+    ox0, oy0, ox1, oy1 = old
+    nx0, ny0, nx1, ny1 = new
+    inside = nx0 >= ox0 and ny0 >= oy0 and nx1 <= ox1 and ny1 <= oy1
+    fills = (nx1 - nx0) >= 0.6 * (ox1 - ox0) and (ny1 - ny0) >= 0.6 * (oy1 - oy0)
+    return old if inside and fills else new

@@ -1,0 +1,88 @@
+"""ModelSettings: what to train, validated against the data's shape and the session's budget."""
+from __future__ import annotations
+
+import logging
+
+import param
+
+from .. import catalog
+from ..catalog import CATALOG, INITS, KERNELS, OPTIMIZERS, Budget, ModelConfig
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ModelSettings"]
+
+
+class ModelSettings(param.Parameterized):
+    """Model, kernel, Q, M, initialisation, optimiser, iterations and seed.
+
+    ``errors`` make training impossible (too big for the budget, M > N, ...);
+    ``notes`` explain automatic adjustments and costs.  Call
+    :meth:`set_data_shape` when the data change.
+    """
+
+    model = param.Selector(default="bayesian", objects=list(CATALOG))
+    kernel = param.Selector(default="rbf", objects=list(KERNELS))
+    bias = param.Boolean(default=True)
+    white = param.Boolean(default=True)
+    latent_dim = param.Integer(default=5, bounds=(2, 12))
+    num_inducing = param.Integer(default=30, bounds=(1, 500))
+    init = param.Selector(default="pca", objects=list(INITS))
+    optimizer = param.Selector(default="lbfgs", objects=list(OPTIMIZERS))
+    max_iters = param.Integer(default=300, bounds=(1, 100000))
+    seed = param.Integer(default=0, bounds=(0, None))
+    errors = param.List(default=["Load data first."])
+    notes = param.List(default=[])
+    locked = param.Boolean(default=False, doc="True while a training runs.")
+
+    def __init__(self, budget: Budget | None = None, **params):
+        super().__init__(**params)
+        self.budget = budget or Budget.from_env()
+        self._shape: tuple[int, int] | None = None
+        self._adjusting = False
+        self.param.watch(self._on_change, ["model", "kernel", "bias", "white", "latent_dim", "num_inducing",
+                                           "init", "optimizer", "max_iters", "seed"])
+
+    @property
+    def spec(self) -> catalog.ModelSpec:
+        return catalog.spec(self.model)
+
+    def kernel_options(self) -> dict:
+        """Label -> key of the kernels the chosen model takes."""
+        return {KERNELS[k]: k for k in self.spec.kernels}
+
+    def config(self) -> ModelConfig:
+        return ModelConfig(model=self.model, kernel=self.kernel, bias=bool(self.bias), white=bool(self.white),
+                           latent_dim=int(self.latent_dim), num_inducing=int(self.num_inducing), init=self.init,
+                           optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed))
+
+    def set_data_shape(self, n: int, d: int) -> None:
+        self._shape = (int(n), int(d))
+        self.param.num_inducing.bounds = (1, max(1, int(n)))
+        if self.num_inducing > n:
+            self.num_inducing = max(1, min(int(n), 30))
+        self.validate()
+
+    def validate(self, extra_notes: list[str] | None = None) -> bool:
+        if self._shape is None:
+            self.errors = ["Load data first."]
+            return False
+        errors, notes = catalog.check(self.config(), *self._shape, budget=self.budget)
+        self.notes = list(extra_notes or []) + notes
+        self.errors = errors
+        return not errors
+
+    def _on_change(self, event):
+        if self._adjusting:
+            return
+        notes = []
+        if event.name == "model" and self.kernel not in self.spec.kernels:
+            old = KERNELS[self.kernel]
+            self._adjusting = True
+            try:
+                self.kernel = self.spec.kernels[0]
+            finally:
+                self._adjusting = False
+            notes.append(f"{old} has no closed-form expectations in the {self.spec.display_name}; "
+                         f"switched to {KERNELS[self.kernel]}.")
+        self.validate(notes)

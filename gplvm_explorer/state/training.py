@@ -1,0 +1,192 @@
+"""TrainingRun: the status, progress and objective trace of the current training.
+
+It starts a :class:`~gplvm_explorer.training.TrainingJob` per Train click and
+applies the job's events, in order, on the page's thread (the job's
+``notify`` goes through the :class:`~gplvm_explorer.dispatch.Dispatcher`).
+The state is never inferred from polling differences: a fit that starts and
+finishes between two page updates still delivers "running" then "finished".
+Events of an older run (``run_id``) are ignored.
+
+``trace`` (a HoloViews ``Buffer``) is the one store of the objective curve;
+views subscribe to it and receive only the new points.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import param
+
+from ..catalog import ModelConfig
+from ..dispatch import Dispatcher
+from ..training.worker import (ACTIVE, Limiter, ProgressEvent, ResultEvent, Status, StatusEvent, TrainedResult,
+                               TrainingJob, default_limiter)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TrainedResult", "TrainingRun", "Status"]
+
+_MESSAGES = {
+    Status.STARTING: "Building the model…",
+    Status.PAUSED: "Paused. Resume to continue, or Stop to keep the current fit.",
+    Status.STOPPING: "Stopping…",
+}
+
+
+class TrainingRun(param.Parameterized):
+    """What the page shows about training; changed only by events and its own methods."""
+
+    status = param.Selector(default=Status.IDLE.value, objects=[s.value for s in Status])
+    run_id = param.Integer(default=0, doc="Increases with every Train click.")
+    iteration = param.Integer(default=0)
+    max_iters = param.Integer(default=0)
+    objective = param.Number(default=None, allow_None=True)
+    objective_name = param.String(default="objective")
+    elapsed = param.Number(default=0.0)
+    queue_position = param.Integer(default=0, doc="Place in the server's queue (0: not waiting).")
+    message = param.String(default="")
+    message_kind = param.Selector(default="info", objects=["info", "warning", "danger", "success"])
+    details = param.String(default="", doc="Technical details of the last failure.")
+    result = param.Parameter(default=None, doc="Latest TrainedResult of this run (immutable).")
+    config = param.Parameter(default=None, doc="ModelConfig of this run.")
+    dataset = param.Parameter(default=None, doc="The Dataset this run trains on.")
+
+    def __init__(self, dispatcher: Dispatcher, limiter: Limiter | None = None, build=None,
+                 publish_interval: float = 1.0, notify_interval: float = 0.2, **params):
+        super().__init__(**params)
+        self._dispatcher = dispatcher
+        self._limiter = limiter if limiter is not None else default_limiter()
+        self._build = build
+        self.publish_interval = float(publish_interval)
+        self.notify_interval = float(notify_interval)
+        self._job: TrainingJob | None = None
+        self.trace = hv.streams.Buffer(self._empty_trace(), length=1_000_000, index=False)
+
+    @staticmethod
+    def _empty_trace() -> pd.DataFrame:
+        return pd.DataFrame({"iteration": np.array([], dtype=float), "objective": np.array([], dtype=float)})
+
+    # ---- derived ---------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return Status(self.status) in ACTIVE
+
+    @property
+    def rate(self) -> float:
+        return self.iteration / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def limiter(self) -> Limiter:
+        return self._limiter
+
+    # ---- control (page thread) -----------------------------------------------------
+    def start(self, dataset, config: ModelConfig) -> bool:
+        if self.active:
+            self.message, self.message_kind = "A training is already running; stop it first.", "warning"
+            return False
+        if self._job is not None:
+            self._job.join(1.0)  # it has reported its end; the thread is returning
+        job = TrainingJob(self.run_id + 1, dataset.values, config, dataset=dataset, notify=self._notify,
+                          limiter=self._limiter, build=self._build, publish_interval=self.publish_interval,
+                          notify_interval=self.notify_interval)
+        with param.parameterized.batch_call_watchers(self):
+            self.run_id += 1
+            self._job = job
+            self.trace.clear()
+            self.result = None
+            self.config = config
+            self.dataset = dataset
+            self.iteration, self.elapsed, self.objective, self.queue_position = 0, 0.0, None, 0
+            self.max_iters = int(config.max_iters)
+            self.objective_name = config.spec.objective_name
+            self.details = ""
+            self.message, self.message_kind = _MESSAGES[Status.STARTING], "info"
+            self.status = Status.STARTING.value  # the run exists; its events take over from here
+        try:
+            job.start()
+        except Exception as exc:  # pragma: no cover - the thread could not start
+            logger.exception("Could not start a training thread")
+            self._job = None
+            self.status, self.message, self.message_kind = Status.FAILED.value, f"Could not start: {exc}", "danger"
+            return False
+        return True
+
+    def pause(self) -> None:
+        if self._job is not None:
+            self._job.pause()
+            self.pump()
+
+    def resume(self) -> None:
+        if self._job is not None:
+            self._job.resume()
+            self.pump()
+
+    def stop(self) -> None:
+        if self._job is not None:
+            self._job.stop()
+            self.pump()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._job.join(timeout) if self._job is not None else True
+
+    def close(self) -> None:
+        """The page is gone: stop the fit; nothing more reaches the page."""
+        if self._job is not None:
+            self._job.stop()
+
+    # ---- events ----------------------------------------------------------------------
+    def _notify(self) -> None:  # any thread
+        self._dispatcher.soon(self.pump)
+
+    def pump(self) -> None:
+        """Apply every waiting event of the current run (page thread)."""
+        job = self._job
+        if job is None:
+            return
+        t0 = time.perf_counter()
+        events = job.drain()
+        if not events:
+            return
+        with param.parameterized.batch_call_watchers(self):
+            for ev in events:
+                if ev.run_id != self.run_id:
+                    continue
+                if isinstance(ev, ProgressEvent):
+                    self._apply_progress(ev)
+                elif isinstance(ev, StatusEvent):
+                    self._apply_status(ev)
+                elif isinstance(ev, ResultEvent):
+                    self.result = ev.result
+        # a slow page update asks the worker for fewer of them
+        took = time.perf_counter() - t0
+        job.notify_interval = max(self.notify_interval, 3.0 * took)
+
+    def _apply_progress(self, ev: ProgressEvent) -> None:
+        if len(ev.iterations):
+            self.trace.send(pd.DataFrame({"iteration": ev.iterations, "objective": ev.objectives}))
+        self.iteration = int(ev.iteration)
+        self.objective = float(ev.objective)
+        self.elapsed = float(ev.elapsed)
+
+    def _apply_status(self, ev: StatusEvent) -> None:
+        st = ev.status
+        self.queue_position = int(ev.position) if st == Status.QUEUED else 0
+        if st == Status.QUEUED:
+            limit = self._limiter.limit
+            self.message = (f"Waiting for a free training slot: number {ev.position} in the queue "
+                            f"({limit} training{'s' if limit != 1 else ''} at a time on this server).")
+            self.message_kind = "warning"
+        elif st == Status.FAILED:
+            self.message, self.message_kind = ev.message or "Training failed.", "danger"
+            self.details = ev.details
+        elif st in _MESSAGES:
+            self.message, self.message_kind = _MESSAGES[st], "info"
+        else:
+            self.message, self.message_kind = "", "info"
+            jitter = getattr(self.result, "jitter", 0.0) if self.result is not None else 0.0
+            if st in (Status.FINISHED, Status.STOPPED) and jitter > 0:
+                self.message = f"Note: jitter {jitter:.1e} was added to keep the kernel matrices positive definite."
+        self.status = st.value

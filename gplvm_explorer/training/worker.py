@@ -1,0 +1,527 @@
+"""Training on a background thread: one :class:`TrainingJob` per Train click.
+
+The job builds the engine model from a :class:`~gplvm_explorer.catalog.ModelConfig`,
+waits for a slot of the process-wide :class:`Limiter` (showing its place in
+the queue), runs ``engine.fit`` with ``stop`` / ``pause`` events and turns
+what happens into *events*, in order, each with a sequence number:
+
+* :class:`StatusEvent` -- queued (with the position), starting, running,
+  paused, stopping, finished, stopped, failed (with a message for people);
+* :class:`ProgressEvent` -- the objective points since the last event
+  (coalesced: never one event per iteration) and the latest iteration;
+* :class:`ResultEvent` -- an immutable :class:`TrainedResult`: a frozen
+  ``model.copy()`` taken between two iterations plus the latent arrays of that
+  snapshot, at most every ``publish_interval`` seconds and once at the end.
+
+The page takes the events with :meth:`TrainingJob.drain` when ``notify`` tells
+it there are some; ``notify`` is throttled to ``notify_interval`` while
+iterations stream in, and immediate for status changes.  The thread never
+touches Bokeh or Panel objects, and copies nothing of size N per iteration
+(the engine's snapshot arrays are handed over as they are).
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..catalog import ModelConfig, spec
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ACTIVE",
+    "Limiter",
+    "ProgressEvent",
+    "ResultEvent",
+    "Status",
+    "StatusEvent",
+    "TrainedResult",
+    "TrainingJob",
+    "configure_limiter",
+    "default_limiter",
+    "explain_error",
+]
+
+
+class Status(str, enum.Enum):
+    IDLE = "idle"
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPING = "stopping"
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACTIVE = frozenset({Status.QUEUED, Status.STARTING, Status.RUNNING, Status.PAUSED, Status.STOPPING})
+
+
+@dataclass(frozen=True, eq=False)
+class TrainedResult:
+    """A consistent, immutable view of a model at one iteration.
+
+    ``model`` is a frozen copy (``predict`` is safe on any thread; nothing
+    changes it afterwards); the arrays are read-only.  ``final`` marks the
+    state after the fit ended.
+    """
+
+    run_id: int
+    iteration: int
+    objective: float
+    objective_name: str
+    model: Any
+    X_mean: np.ndarray  # (N, Q)
+    X_variance: np.ndarray | None  # (N, Q) or None
+    relevance: np.ndarray  # (Q,)
+    parameters: dict
+    config: ModelConfig
+    dataset: Any = None
+    final: bool = False
+    jitter: float = 0.0
+
+    @property
+    def latent_dim(self) -> int:
+        return int(self.X_mean.shape[1])
+
+    def predict(self, Xnew: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean (n, D) and variance (n, D) at latent points (n, Q), whatever the engine returns."""
+        mean, var = self.model.predict(np.atleast_2d(Xnew))
+        mean = np.atleast_2d(np.asarray(mean, dtype=float))
+        var = np.asarray(var, dtype=float)
+        if var.ndim == 1:
+            var = np.repeat(var[:, None], mean.shape[1], axis=1)
+        return mean, var
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    run_id: int
+    seq: int
+    status: Status
+    message: str = ""
+    position: int = 0  # place in the queue (1 = next), when queued
+    details: str = ""  # traceback of a failure (for the log and the page's details)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    run_id: int
+    seq: int
+    iterations: np.ndarray  # new points of the objective trace
+    objectives: np.ndarray
+    iteration: int
+    objective: float
+    elapsed: float
+    evaluations: int
+
+
+@dataclass(frozen=True)
+class ResultEvent:
+    run_id: int
+    seq: int
+    result: TrainedResult
+
+
+def explain_error(exc: BaseException) -> str:
+    """A message for people: what happened and, where possible, what to try."""
+    from engine.errors import EngineError, NumericalError, OptimizationError, ShapeError, UnsupportedKernelError
+
+    msg = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, NumericalError):
+        return (f"Numerical failure: {msg} Try: standardise the data (Data card), add a white-noise term to "
+                "the kernel, use fewer inducing points M or a smaller Q, or a different seed/initialisation.")
+    if isinstance(exc, OptimizationError):
+        return (f"The optimiser stopped: {msg} "
+                "Try: standardise the data, add a white-noise term, or a different optimiser or seed.")
+    if isinstance(exc, UnsupportedKernelError):
+        return f"Kernel not supported by this model: {msg}"
+    if isinstance(exc, ShapeError):
+        return f"The data or settings do not fit together: {msg}"
+    if isinstance(exc, EngineError):
+        return f"Training failed: {msg}"
+    if isinstance(exc, (np.linalg.LinAlgError, FloatingPointError)):
+        return (f"Numerical failure ({type(exc).__name__}: {msg}). "
+                "Try: standardise the data, add a white-noise term, or use fewer inducing points.")
+    if isinstance(exc, MemoryError):
+        return "Out of memory: use fewer data points (subsample) or the sparse or Bayesian model."
+    return f"Unexpected error in training ({type(exc).__name__}): {msg}"
+
+
+# --------------------------------------------------------------------------
+# Process-wide limiter with a queue
+# --------------------------------------------------------------------------
+
+class Limiter:
+    """At most ``limit`` trainings at once in this process; the others wait in line."""
+
+    def __init__(self, limit: int = 2):
+        if limit < 1:
+            raise ValueError(f"Expected a limit of at least 1, got {limit} instead.")
+        self._limit = int(limit)
+        self._active = 0
+        self._queue: list = []
+        self._cond = threading.Condition()
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def active(self) -> int:
+        with self._cond:
+            return self._active
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def set_limit(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"Expected a limit of at least 1, got {limit} instead.")
+        with self._cond:
+            self._limit = int(limit)
+            self._cond.notify_all()
+
+    def acquire(self, ticket, stop: threading.Event, on_position: Callable[[int], None] | None = None) -> bool:
+        """Wait for a slot; False when ``stop`` is set first.  Reports queue positions (1 = next)."""
+        last = None
+        with self._cond:
+            self._queue.append(ticket)
+            try:
+                while True:
+                    if stop.is_set():
+                        return False
+                    pos = self._queue.index(ticket)
+                    if pos == 0 and self._active < self._limit:
+                        self._queue.pop(0)
+                        self._active += 1
+                        self._cond.notify_all()
+                        return True
+                    if pos + 1 != last and on_position is not None:
+                        last = pos + 1
+                        on_position(last)
+                    self._cond.wait(timeout=1.0)
+            finally:
+                if ticket in self._queue:
+                    self._queue.remove(ticket)
+                    self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            if self._active > 0:
+                self._active -= 1
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Let waiting trainings re-check their stop events now."""
+        with self._cond:
+            self._cond.notify_all()
+
+
+def _env_limit() -> int:
+    try:
+        return max(1, int(os.environ.get("GPLVM_EXPLORER_MAX_TRAININGS", "2")))
+    except ValueError:
+        return 2
+
+
+_LIMITER = Limiter(_env_limit())
+
+
+def default_limiter() -> Limiter:
+    """The process-wide limiter (size from ``GPLVM_EXPLORER_MAX_TRAININGS``, default 2)."""
+    return _LIMITER
+
+
+def configure_limiter(limit: int) -> None:
+    """Set the process-wide cap (the CLI's ``--max-trainings``)."""
+    _LIMITER.set_limit(limit)
+
+
+# --------------------------------------------------------------------------
+# One training
+# --------------------------------------------------------------------------
+
+class _Observed:
+    """The model as ``engine.fit`` sees it, reporting the first objective value.
+
+    ``fit`` evaluates the starting point before its first iteration; that value
+    is iteration 0 of the trace, so the curve starts as soon as the first
+    evaluation is done instead of after the first full iteration.
+    """
+
+    def __init__(self, model, on_first: Callable[[float], None]):
+        self._model = model
+        self._on_first = on_first
+
+    def objective_and_gradient(self, x):
+        value, grad = self._model.objective_and_gradient(x)
+        if self._on_first is not None:
+            first, self._on_first = self._on_first, None
+            first(float(value))
+        return value, grad
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
+class TrainingJob:
+    """One fit on a daemon thread, reporting through ordered events.
+
+    Parameters
+    ----------
+    run_id : identifies the run in every event (the page ignores stale runs).
+    Y : (N, D) data; config : what to build and how to fit.
+    notify : called (from any thread) when events are waiting; must be cheap.
+    build : ``(Y, config) -> model``; the catalog's ModelSpec.build by default.
+    publish_interval : seconds between two frozen results while training.
+    notify_interval : seconds between two progress notifications.
+    """
+
+    def __init__(self, run_id: int, Y: np.ndarray, config: ModelConfig, *, dataset=None,
+                 notify: Callable[[], None] | None = None, limiter: Limiter | None = None,
+                 build: Callable[[np.ndarray, ModelConfig], Any] | None = None,
+                 publish_interval: float = 1.0, notify_interval: float = 0.2):
+        self.run_id = int(run_id)
+        self.config = config
+        self._Y = Y
+        self._dataset = dataset
+        self._notify = notify or (lambda: None)
+        self._limiter = limiter if limiter is not None else default_limiter()
+        self._build = build or (lambda Y, cfg: cfg.spec.build(Y, cfg))
+        self.publish_interval = float(publish_interval)
+        self.notify_interval = float(notify_interval)
+        self._stop = threading.Event()
+        self._pause = threading.Event()
+        self._lock = threading.Lock()
+        self._events: list = []
+        self._seq = 0
+        self._trace_it: list[int] = []
+        self._trace_obj: list[float] = []
+        self._latest: tuple | None = None  # (iteration, objective, elapsed, evaluations)
+        self._status = Status.IDLE
+        self._phase = Status.QUEUED  # what the fit is doing when not paused/stopping
+        self._model = None
+        self._objective_name = config.spec.objective_name
+        self._last_publish = -np.inf
+        self._last_notify = -np.inf
+        self._thread: threading.Thread | None = None
+
+    # ---- control (any thread) ----------------------------------------------------
+    @property
+    def status(self) -> Status:
+        with self._lock:
+            return self._status
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("A TrainingJob runs once; make a new one to train again.")
+        self._thread = threading.Thread(target=self._run, name=f"gplvm-training-{self.run_id}", daemon=True)
+        self._thread.start()
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._status not in (Status.QUEUED, Status.STARTING, Status.RUNNING):
+                return
+            self._pause.set()
+            self._status_locked(Status.PAUSED)
+        self._notify()
+
+    def resume(self) -> None:
+        with self._lock:
+            if self._status != Status.PAUSED:
+                return
+            self._pause.clear()
+            self._status_locked(self._phase)
+        self._notify()
+
+    def stop(self) -> None:
+        """End the fit at the next check (the model keeps its best point so far)."""
+        with self._lock:
+            active = self._status in ACTIVE and self._status != Status.STOPPING
+            self._stop.set()
+            self._pause.clear()
+            if active:
+                self._status_locked(Status.STOPPING)
+        self._limiter.wake()
+        if active:
+            self._notify()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # ---- events (page thread) --------------------------------------------------------
+    def drain(self) -> list:
+        """Every event since the last call, in order (progress coalesced)."""
+        with self._lock:
+            self._flush_progress_locked()
+            events, self._events = self._events, []
+        return events
+
+    # ---- internals ---------------------------------------------------------------------
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _flush_progress_locked(self) -> None:
+        if not self._trace_it and self._latest is None:
+            return
+        it, obj, elapsed, evals = self._latest if self._latest is not None else (0, np.nan, 0.0, 0)
+        self._events.append(ProgressEvent(
+            self.run_id, self._next_seq(), np.asarray(self._trace_it, dtype=float),
+            np.asarray(self._trace_obj, dtype=float), int(it), float(obj), float(elapsed), int(evals)))
+        self._trace_it, self._trace_obj, self._latest = [], [], None
+
+    def _status_locked(self, status: Status, message: str = "", position: int = 0, details: str = "") -> None:
+        self._flush_progress_locked()  # points before a status change arrive before it
+        self._status = status
+        self._events.append(StatusEvent(self.run_id, self._next_seq(), status, message, position, details))
+
+    def _emit_status(self, status: Status, message: str = "", position: int = 0, details: str = "",
+                     phase: bool = True) -> None:
+        with self._lock:
+            if phase:
+                self._phase = status
+            # a pause or stop asked for meanwhile wins over the phase change
+            if self._status == Status.STOPPING and status not in (Status.FINISHED, Status.STOPPED, Status.FAILED):
+                pass
+            elif self._status == Status.PAUSED and status in (Status.STARTING, Status.RUNNING, Status.QUEUED):
+                pass
+            else:
+                self._status_locked(status, message, position, details)
+        self._notify()
+
+    def _emit_result(self, result: TrainedResult) -> None:
+        with self._lock:
+            self._flush_progress_locked()
+            self._events.append(ResultEvent(self.run_id, self._next_seq(), result))
+
+    def _on_queue_position(self, position: int) -> None:
+        with self._lock:
+            self._phase = Status.QUEUED
+            if self._status in (Status.PAUSED, Status.STOPPING):
+                return
+            self._status_locked(Status.QUEUED, position=position)
+        self._notify()
+
+    def _on_first_value(self, value: float) -> None:
+        with self._lock:
+            self._trace_it.append(0)
+            self._trace_obj.append(value)
+            self._latest = (0, value, 0.0, 1)
+        self._last_notify = time.monotonic()
+        self._notify()
+
+    def _on_snapshot(self, snap) -> None:
+        """engine.fit's callback (worker thread, between iterations): cheap, O(1) per call."""
+        with self._lock:
+            self._trace_it.append(int(snap.iteration))
+            self._trace_obj.append(float(snap.objective))
+            self._latest = (int(snap.iteration), float(snap.objective), float(snap.elapsed),
+                            int(snap.n_evaluations))
+        now = time.monotonic()
+        if now - self._last_publish >= self.publish_interval:
+            self._last_publish = now
+            self._publish(self._model.copy(), snap, final=False)
+        if now - self._last_notify >= self.notify_interval:
+            self._last_notify = now
+            self._notify()
+
+    def _publish(self, model, snap, final: bool) -> None:
+        if snap is not None:
+            X_mean, X_var, rel = snap.X_mean, snap.X_variance, snap.relevance
+            it, obj, params = int(snap.iteration), float(snap.objective), dict(snap.parameters)
+        else:  # the end of a fit: the model's own state
+            state = model.snapshot_state()
+            X_mean, X_var, rel = (np.array(state["X_mean"], dtype=float), state.get("X_variance"),
+                                  np.array(state["relevance"], dtype=float))
+            X_var = None if X_var is None else np.array(X_var, dtype=float)
+            params = dict(state.get("parameters", {}))
+            params.pop("X_mean", None)
+            params.pop("X_variance", None)
+            it = self._trace_last_iteration()
+            obj = self._trace_last_objective()
+        for arr in (X_mean, X_var, rel):
+            if arr is not None:
+                arr.setflags(write=False)
+        self._emit_result(TrainedResult(
+            run_id=self.run_id, iteration=it, objective=obj, objective_name=self._objective_name,
+            model=model, X_mean=X_mean, X_variance=X_var, relevance=rel, parameters=params,
+            config=self.config, dataset=self._dataset, final=final,
+            jitter=float(getattr(model, "jitter", 0.0) or 0.0)))
+
+    def _trace_last_iteration(self) -> int:
+        return int(self._last_seen[0]) if self._last_seen else 0
+
+    def _trace_last_objective(self) -> float:
+        return float(self._last_seen[1]) if self._last_seen else float("nan")
+
+    def _run(self) -> None:
+        import engine
+
+        acquired = False
+        self._last_seen = None
+        final = (Status.FAILED, "The training ended unexpectedly.", "")
+        try:
+            acquired = self._limiter.acquire(self, self._stop, self._on_queue_position)
+            if not acquired:
+                final = (Status.STOPPED, "Stopped before it started.", "")
+                return
+            self._emit_status(Status.STARTING)
+            model = self._build(self._Y, self.config)
+            self._model = model
+            self._objective_name = getattr(model, "objective_name", self._objective_name)
+            result = None
+            if not self._stop.is_set():
+                self._emit_status(Status.RUNNING)
+                observed = _Observed(model, self._on_first_value)
+                callback = self._remember(self._on_snapshot)
+                result = engine.fit(observed, optimizer=self.config.optimizer, max_iters=int(self.config.max_iters),
+                                    callback=callback, stop=self._stop, pause=self._pause)
+            if result is not None:
+                self._last_seen = (int(result.iterations), float(result.objective))
+            # the fit is over: the model no longer changes and is handed over as it is
+            self._publish(model, None, final=True)
+            stopped = self._stop.is_set() or bool(getattr(result, "stopped", False))
+            final = (Status.STOPPED if stopped else Status.FINISHED, "", "")
+        except BaseException as exc:  # shown in the page, never raised into the server
+            logger.exception("Training run %d failed", self.run_id)
+            details = traceback.format_exc()
+            if self._model is not None:
+                try:  # the engine leaves the model at its best point: keep the page usable
+                    self._publish(self._model, None, final=True)
+                except Exception:
+                    logger.exception("Could not publish the model after a failure")
+            final = (Status.FAILED, explain_error(exc), details)
+        finally:
+            if acquired:
+                self._limiter.release()
+            # the slot is free before the page hears the run is over
+            self._emit_status(final[0], final[1], details=final[2])
+
+    def _remember(self, callback):
+        def wrapped(snap):
+            self._last_seen = (int(snap.iteration), float(snap.objective))
+            callback(snap)
+        return wrapped

@@ -1,0 +1,135 @@
+"""The explorer's state objects together, without a browser (the test plays the page's event loop)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gplvm_explorer import export
+from gplvm_explorer.catalog import Budget
+from gplvm_explorer.explorer import Explorer
+from gplvm_explorer.training import Limiter
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def make_explorer():
+    made = []
+
+    def make(**kw):
+        kw.setdefault("limiter", Limiter(2))
+        ex = Explorer(**kw)
+        made.append(ex)
+        return ex
+    yield make
+    for ex in made:
+        ex.close()
+        ex.training.join(30)
+
+
+def test_train_live_stop_reconstruct_and_export_with_the_engine(make_explorer, pump):
+    ex = make_explorer(publish_interval=0.2)
+    assert ex.data.dataset.name == "rotating-glyph" and ex.settings.errors == []
+    ex.settings.max_iters = 5000
+    assert ex.train(), ex.training.message
+    sizes = []
+    assert pump(ex, lambda: (sizes.append(len(ex.training.trace.data)) or len({s for s in sizes if s}) >= 3),
+                timeout=180)
+    assert ex.training.status in ("running", "starting")
+    assert ex.data.locked and ex.settings.locked
+    assert pump(ex, lambda: ex.training.result is not None and ex.latent.wait(0) is not None
+                and ex.latent.view is not None, timeout=60)
+    ex.training.stop()
+    assert pump(ex, lambda: ex.training.status == "stopped", timeout=30)
+    assert ex.latent.wait() and ex.training.result.final
+    assert not ex.data.locked and "ELBO" in ex.summary
+    v = ex.latent.view
+    x0, y0, x1, y1 = v.extent
+    rec = ex.latent.reconstruct_at((x0 + x1) / 2, (y0 + y1) / 2)
+    assert rec.is_image and rec.mean.shape == (256,) and np.all(np.isfinite(rec.mean))
+    csv = export.latents_csv(ex.training.result).decode().splitlines()
+    assert csv[0].startswith("index,label,x1") and len(csv) == ex.data.dataset.n + 1
+    assert export.latent_png(v, ex.colouring())[:8] == b"\x89PNG\r\n\x1a\n"
+    assert export.model_npz(ex.training.result)[:2] == b"PK"
+
+
+def test_quick_fits_many_times_never_leave_the_page_training(make_explorer, fake_build, pump):
+    """The state arrives as events: a fit that starts and ends between two page updates still ends."""
+    ex = make_explorer(build=fake_build())
+    ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 2
+    seen = []
+    ex.training.param.watch(lambda e: seen.append(e.new), "status")
+    for i in range(30):
+        seen.clear()
+        assert ex.train(), ex.training.message
+        assert ex.training.join(5)  # the whole fit happens before the page looks
+        ex.dispatcher.flush()
+        assert ex.training.status == "finished", (i, seen)
+        assert seen[-1] == "finished"
+        assert not ex.training.active and not ex.data.locked
+    assert ex.training.run_id == 30
+
+
+def test_size_guard_refuses_with_a_suggestion(make_explorer):
+    ex = make_explorer(budget=Budget(memory_bytes=20e6, seconds_per_iteration=60))
+    ex.settings.model = "gplvm"
+    assert ex.settings.errors and "sparse or Bayesian" in ex.settings.errors[0]
+    assert ex.train() is False
+    assert ex.training.status == "idle" and "memory" in ex.training.message
+
+
+def test_queue_position_is_shown_when_the_server_is_busy(make_explorer, fake_build, pump):
+    limiter = Limiter(1)
+    first = make_explorer(limiter=limiter, build=fake_build(delay=0.002))
+    second = make_explorer(limiter=limiter, build=fake_build())
+    for ex in (first, second):
+        ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 100_000
+    assert first.train()
+    assert pump(first, lambda: first.training.status == "running")
+    assert second.train()
+    assert pump(second, lambda: second.training.status == "queued")
+    assert second.training.queue_position == 1 and "queue" in second.training.message
+    first.close()  # the tab closes: its fit stops within a second and the next one starts
+    assert first.training.join(1.0)
+    assert pump(second, lambda: second.training.status == "running", timeout=5)
+    second.training.stop()
+    assert pump(second, lambda: second.training.status == "stopped", timeout=5)
+
+
+def test_errors_in_page_updates_are_logged_and_shown(make_explorer, caplog):
+    ex = make_explorer()
+
+    def broken():
+        raise ZeroDivisionError("boom")
+    ex.dispatcher.soon(broken)
+    ex.dispatcher.flush()
+    assert "ZeroDivisionError" in ex.page_error
+    assert any("boom" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+
+
+def test_closed_session_ignores_later_updates(make_explorer, fake_build):
+    ex = make_explorer(build=fake_build(delay=0.002))
+    ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 100_000
+    assert ex.train()
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    ex.close()
+    assert ex.training.join(1.0) and time.monotonic() - t0 < 1.0
+    assert ex.dispatcher.pending() == 0
+    ex.dispatcher.soon(lambda: None)
+    assert ex.dispatcher.pending() == 0
+
+
+def test_data_errors_keep_the_previous_data_and_labels_are_capped(make_explorer):
+    ex = make_explorer()
+    before = ex.data.dataset
+    assert ex.data.load_upload(b"a,b,c\n1,2\n\x00\x01garbage", "broken.csv") is False
+    assert ex.data.error and ex.data.dataset is before
+    rows = "\n".join(f"{i},{(i * 7) % 11},{(i * 3) % 5},lab{i}" for i in range(3000))
+    assert ex.data.load_upload(("f1,f2,f3,label\n" + rows).encode(), "many.csv"), ex.data.error
+    assert ex.data.label_column == "label" and ex.data.labels.capped
+    assert len(ex.data.labels.categories) <= 10
+    assert any("distinct" in line for line in ex.data.summary_lines())
+    assert ex.settings.errors == []  # M bounded by N, shape known

@@ -1,0 +1,146 @@
+"""The training worker: ordered events, throttled snapshots, the limiter's queue, stop/pause, failures."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from engine.errors import NumericalError
+from gplvm_explorer.catalog import ModelConfig
+from gplvm_explorer.training import (Limiter, ProgressEvent, ResultEvent, Status, StatusEvent, TrainingJob)
+
+pytestmark = pytest.mark.timeout(120)
+
+Y = np.random.default_rng(1).standard_normal((40, 4))
+CFG = ModelConfig(model="gplvm", latent_dim=2, optimizer="adam", max_iters=200)
+
+
+def run_job(job, timeout=30.0):
+    job.start()
+    assert job.join(timeout), "the job did not end"
+    return job.drain()
+
+
+def test_events_are_ordered_and_the_trace_is_complete(fake_build):
+    build = fake_build(delay=0.002)
+    job = TrainingJob(1, Y, CFG, build=build, limiter=Limiter(1), publish_interval=0.1)
+    events = []
+    job.start()
+    while job.alive:  # drain while it runs, as the page does
+        events += job.drain()
+        time.sleep(0.03)
+    events += job.drain()
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    statuses = [e.status for e in events if isinstance(e, StatusEvent)]
+    assert statuses == [Status.STARTING, Status.RUNNING, Status.FINISHED]
+    its = np.concatenate([e.iterations for e in events if isinstance(e, ProgressEvent)])
+    assert its.tolist() == list(range(0, 201))  # iteration 0 = the first evaluation, then every iteration once
+    # the final result comes before the final status
+    last_result = max(i for i, e in enumerate(events) if isinstance(e, ResultEvent))
+    assert events[last_result].result.final and isinstance(events[-1], StatusEvent)
+
+
+def test_results_are_throttled_frozen_copies(fake_build):
+    build = fake_build(delay=0.004)  # ~0.9 s of fitting
+    job = TrainingJob(1, Y, CFG, build=build, limiter=Limiter(1), publish_interval=0.25)
+    events = run_job(job)
+    results = [e.result for e in events if isinstance(e, ResultEvent)]
+    assert 2 <= len(results) <= 7, len(results)  # ~4 throttled + the final one, not 200
+    first, final = results[0], results[-1]
+    assert first.model is not build.models[-1] and final.final
+    assert not np.array_equal(first.X_mean, final.X_mean)  # the fit moved on; the early copy did not
+    np.testing.assert_array_equal(first.model.X_mean, first.X_mean)
+    assert not first.X_mean.flags.writeable
+    assert first.iteration < final.iteration == 200
+
+
+def test_notifications_are_throttled_but_status_changes_are_immediate(fake_build):
+    calls = []
+    job = TrainingJob(1, Y, CFG, build=fake_build(delay=0.004), limiter=Limiter(1),
+                      notify=lambda: calls.append(time.monotonic()), notify_interval=0.2)
+    events = run_job(job)
+    assert len(calls) <= 20, f"{len(calls)} notifications for 200 iterations"
+    assert any(isinstance(e, StatusEvent) and e.status == Status.FINISHED for e in events)
+
+
+def test_many_millisecond_fits_in_a_row_all_report_their_end(fake_build):
+    limiter = Limiter(1)
+    for run in range(1, 41):
+        job = TrainingJob(run, Y, ModelConfig(model="gplvm", latent_dim=2, optimizer="adam", max_iters=2),
+                          build=fake_build(), limiter=limiter)
+        events = run_job(job)
+        statuses = [e.status for e in events if isinstance(e, StatusEvent)]
+        assert statuses[-1] == Status.FINISHED and Status.RUNNING in statuses, statuses
+        assert all(e.run_id == run for e in events)
+    assert limiter.active == 0
+
+
+def test_pause_resume_stop_within_a_second(fake_build):
+    job = TrainingJob(1, Y, ModelConfig(model="gplvm", latent_dim=2, optimizer="adam", max_iters=100_000),
+                      build=fake_build(delay=0.002), limiter=Limiter(1))
+    job.start()
+    time.sleep(0.1)
+    job.pause()
+    assert job.status == Status.PAUSED
+    n1 = len(np.concatenate([e.iterations for e in job.drain() if isinstance(e, ProgressEvent)] or [[]]))
+    time.sleep(0.2)
+    paused = [e for e in job.drain() if isinstance(e, ProgressEvent)]
+    assert sum(len(e.iterations) for e in paused) <= 1 and n1 > 0
+    job.resume()
+    time.sleep(0.1)
+    assert any(isinstance(e, ProgressEvent) for e in job.drain())
+    t0 = time.monotonic()
+    job.stop()
+    assert job.join(1.0) and time.monotonic() - t0 < 1.0
+    assert [e.status for e in job.drain() if isinstance(e, StatusEvent)][-1] == Status.STOPPED
+
+
+def test_queue_positions_and_release(fake_build):
+    limiter = Limiter(1)
+    long = TrainingJob(1, Y, ModelConfig(model="gplvm", latent_dim=2, optimizer="adam", max_iters=100_000),
+                       build=fake_build(delay=0.002), limiter=limiter)
+    waiting = TrainingJob(2, Y, CFG, build=fake_build(), limiter=limiter)
+    cancelled = TrainingJob(3, Y, CFG, build=fake_build(), limiter=limiter)
+    long.start()
+    time.sleep(0.05)
+    waiting.start()
+    time.sleep(0.05)
+    cancelled.start()
+    time.sleep(0.1)
+    q2 = [e for e in waiting.drain() if isinstance(e, StatusEvent)]
+    q3 = [e for e in cancelled.drain() if isinstance(e, StatusEvent)]
+    assert q2[-1].status == Status.QUEUED and q2[-1].position == 1
+    assert q3[-1].status == Status.QUEUED and q3[-1].position == 2
+    cancelled.stop()  # leaving the queue is quick
+    assert cancelled.join(1.0)
+    assert [e.status for e in cancelled.drain() if isinstance(e, StatusEvent)][-1] == Status.STOPPED
+    long.stop()
+    assert long.join(2.0) and waiting.join(10.0)
+    assert [e.status for e in waiting.drain() if isinstance(e, StatusEvent)][-1] == Status.FINISHED
+    assert limiter.active == 0 and limiter.waiting == 0
+
+
+def test_failure_becomes_a_message_keeps_the_last_model_and_frees_the_slot(fake_build):
+    limiter = Limiter(1)
+    job = TrainingJob(1, Y, CFG, limiter=limiter,
+                      build=fake_build(fail_at=20, exc=NumericalError("Cholesky of Kmm failed after jitter 1e-2")))
+    events = run_job(job)
+    last = events[-1]
+    assert last.status == Status.FAILED and "Cholesky" in last.message and "standardise" in last.message
+    assert "Traceback" in last.details
+    assert any(isinstance(e, ResultEvent) and e.result.final for e in events)  # the page stays usable
+    assert limiter.active == 0
+
+    def broken(Y, config):
+        raise ValueError("no such kernel")
+    events = run_job(TrainingJob(2, Y, CFG, build=broken, limiter=limiter))
+    assert events[-1].status == Status.FAILED and "no such kernel" in events[-1].message
+
+
+def test_the_fit_runs_off_the_calling_thread(fake_build):
+    build = fake_build()
+    run_job(TrainingJob(1, Y, CFG, build=build, limiter=Limiter(1)))
+    assert threading.current_thread().name not in build.models[-1].fit_threads
