@@ -51,7 +51,7 @@ class Softplus:
     def inverse(self, value):
         v = np.asarray(value, dtype=float) - self.lower
         if np.any(v <= 0):
-            raise ValueError(f"Expected values above {self.lower}, got minimum {np.min(value)!r} instead.")
+            raise ShapeError(f"Expected values above {self.lower:g}, got minimum {np.min(value)!r} instead.")
         # log(exp(v) - 1) written to stay finite for large and small v
         return v + np.log(-np.expm1(-v))
 
@@ -74,7 +74,7 @@ class Exp:
     def inverse(value):
         v = np.asarray(value, dtype=float)
         if np.any(v <= 0):
-            raise ValueError(f"Expected positive values, got minimum {np.min(v)!r} instead.")
+            raise ShapeError(f"Expected positive values, got minimum {np.min(v)!r} instead.")
         return np.log(v)
 
     @staticmethod
@@ -83,6 +83,10 @@ class Exp:
 
 
 POSITIVE = Softplus()
+#: Lengthscales stay above 1e-3 (latent spaces are of unit scale under the N(0, I) prior): below
+#: that, expanded exponents such as those of the RBF psi statistics lose every digit to
+#: cancellation, and an optimiser's long line-search step can land on garbage values.
+LENGTHSCALE = Softplus(lower=1e-3)
 IDENTITY = Identity()
 
 

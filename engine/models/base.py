@@ -16,7 +16,7 @@ import numpy as np
 from .. import kernels as _kernels
 from .._threads import blas_pinned
 from ..errors import ConfigurationError, NumericalError, ParameterError, ShapeError
-from ..transforms import IDENTITY, POSITIVE, ParameterPacker, ParameterSpec
+from ..transforms import IDENTITY, LENGTHSCALE, POSITIVE, ParameterPacker, ParameterSpec
 from ..validation import real_matrix
 
 
@@ -118,7 +118,8 @@ class LatentVariableModel:
         return _kernels.RBF(self.latent_dim, ard=True, lengthscales=1.0 / np.maximum(fractions, 1e-3))
 
     def _kernel_specs(self, kernel):
-        return [ParameterSpec(name, np.shape(value), POSITIVE) for name, value in kernel.params.items()]
+        return [ParameterSpec(name, np.shape(value), LENGTHSCALE if name.endswith("lengthscales") else POSITIVE)
+                for name, value in kernel.params.items()]
 
     def _build_packer(self, specs, values):
         self._packer = ParameterPacker(specs)

@@ -105,14 +105,15 @@ class CollapsedModel(LatentVariableModel):
 
     def _group_statistics(self, kern, values):
         """Per group: (psi0_g, P_g, Psi2_g, N_g, trYY_g), and the full Psi1 (N, M)."""
-        psi0, Psi1, Psi2 = self._psi_forward(kern, values)
-        stats = []
+        subsets = []
         for g in self.observation_groups:
             checkpoint()
-            if g.subset.size:
-                s0, _, s2 = self._psi_forward(kern, self._restrict(values, g.subset))
-            else:
-                s0, s2 = 0.0, np.zeros_like(Psi2)
+            subsets.append(self._psi_forward(kern, self._restrict(values, g.subset)) if g.subset.size else None)
+        # the full pass last: the psi module keeps its last forward pass for the backward pass
+        psi0, Psi1, Psi2 = self._psi_forward(kern, values)
+        stats = []
+        for g, sub in zip(self.observation_groups, subsets):
+            s0, s2 = (0.0, np.zeros_like(Psi2)) if sub is None else (sub[0], sub[2])
             psi0_g, Psi2_g = (psi0 - s0, Psi2 - s2) if g.complement else (s0, s2)
             Y_g = self.Y[np.ix_(g.rows, g.cols)]
             stats.append((psi0_g, Psi1[g.rows].T @ Y_g, Psi2_g, int(g.rows.sum()), float(np.sum(Y_g * Y_g))))

@@ -265,3 +265,20 @@ def test_stop_set_during_an_evaluation_ends_the_fit_before_its_gradient():
     assert calls["forward"] == 3 and calls["backward"] == 2  # the third evaluation was abandoned
     assert np.isfinite(result.objective)
     assert not np.array_equal(model.get_free(), start) or result.iterations == 0
+
+
+def test_lengthscales_stay_where_the_psi_statistics_are_accurate():
+    # Below ~1e-3 the expanded RBF psi exponents lose every digit to cancellation (a line
+    # search once landed there on a bound of +4.5e30); the parameterisation keeps them above.
+    model = engine.BayesianGPLVM(linear_data(), 3, num_inducing=10)
+    model.set_parameters(Z=model.Z * 10.0)  # widely spread inducing inputs
+    with pytest.raises(engine.ShapeError, match="above 0.001"):
+        model.set_parameters(lengthscales=1e-4)
+    model.set_parameters(lengthscales=1.001e-3)
+    tiny = model.objective()
+    model.set_parameters(lengthscales=1.0)
+    assert np.isfinite(tiny) and tiny < model.objective()
+    free = model.get_free()
+    free[:] = -50.0  # the far end of the unconstrained space
+    model.set_free(free)
+    assert np.all(model.lengthscales >= 1e-3)
