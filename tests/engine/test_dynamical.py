@@ -176,6 +176,26 @@ def test_api_fix_predict_infer_and_errors():
         model.latent_at_times(np.array([[0.0, 1.0]]))
 
 
+@pytest.mark.parametrize("make", [lambda Q: kernels.RBF(Q), lambda Q: kernels.Linear(Q) + kernels.Bias(Q)])
+def test_static_model_and_projection_in_prior_units(make):
+    """The static model carries the same data term in any latent units; projecting a training frame
+    under the prior N(0, c^2 I) of an unknown time lands near that frame's q(x_n)."""
+    t, Y = series(30, D=4, seed=6)
+    model = engine.DynamicalBGPLVM(Y, t, 2, num_inducing=6 if make(2).name != "sum" else 2, kernel=make(2),
+                                   time_kernel=kernels.RBF(1, variance=9.0, lengthscales=0.8))
+    engine.fit(model, max_iters=60)
+    data_term = model.objective() + model.kl()
+    c = model.prior_scale()
+    assert c == pytest.approx(np.sqrt(model.parameters["time.variance"]), rel=1e-12)
+    for scale in (1.0, c):
+        static = model.static_model(scale)
+        assert static.objective() + static.kl() == pytest.approx(data_term, rel=1e-10)
+    res = model.infer_latent(model.Y[10] + model.Y_mean)
+    assert res.mean.shape == (1, 2)
+    sd = np.sqrt(model.X_variance[10] + res.variance[0])
+    assert np.all(np.abs(res.mean[0] - model.X_mean[10]) < 3 * sd + 0.1 * c)
+
+
 def test_save_load_round_trip():
     model = random_model(kernels.Matern52(1) + kernels.White(1, variance=0.05), seed=7)
     model.fix("Z")
