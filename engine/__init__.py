@@ -16,10 +16,13 @@ from .models.dynamical import DynamicalBGPLVM
 from .models.gplvm import GPLVM
 from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
+from .models.stochastic import StochasticBayesianGPLVM
+from .backends.dask import DaskBackend
 from .optimize import FitResult, Snapshot, fit
 
 __all__ = [
     "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM",
     "LatentInference", "MRD", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
+    "DaskBackend", "StochasticBayesianGPLVM",
 ]

@@ -323,14 +323,16 @@ _OPTIONS = {"lbfgs": ("maxcor", "ftol", "gtol", "maxfun", "maxls"),
             "adam": ("learning_rate", "betas", "eps")}
 
 
-def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, pause=None,
+def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=None,
         tol=1e-9, warm_up_iters=None, warm_up_fixed=("noise_variance",), **options) -> FitResult:
     """Maximise ``model``'s objective; leave the model at the best point found.
 
     Parameters
     ----------
     model : object following the protocol in this module's docstring.
-    optimizer : "lbfgs", "scg" or "adam".
+    optimizer : "lbfgs", "scg" or "adam"; "svi" for models with ``fit_svi`` (stochastic
+        variational inference, which takes its own options: see that method).
+        None: the model's ``default_optimizer`` ("lbfgs" when it has none).
     max_iters : at most this many iterations (see the module docstring for
         what an iteration is per optimiser); 0 only evaluates the start.
     callback : called with a :class:`Snapshot` after every iteration; an
@@ -358,7 +360,15 @@ def fit(model, optimizer="lbfgs", max_iters=1000, callback=None, stop=None, paus
     one evaluation.  The model's jitter is chosen once, before the first
     evaluation (``model.begin_fit()``), and kept for the whole fit.
     """
+    if optimizer is None:
+        optimizer = getattr(model, "default_optimizer", "lbfgs")
     name = str(optimizer).lower()
+    if name == "svi":
+        if not callable(getattr(model, "fit_svi", None)):
+            raise ConfigurationError(f"optimizer='svi' needs a model trained by minibatches (e.g. "
+                                     f"StochasticBayesianGPLVM), got {type(model).__name__} instead.")
+        return model.fit_svi(max_iters=max_iters, callback=callback, stop=stop, pause=pause, tol=tol,
+                             warm_up_iters=warm_up_iters, warm_up_fixed=warm_up_fixed, **options)
     if name not in _IMPLEMENTATIONS:
         raise ConfigurationError(f"Expected optimizer to be one of {', '.join(map(repr, OPTIMIZERS))}, "
                          f"got {optimizer!r} instead.")

@@ -1,0 +1,235 @@
+"""The Bayesian GP-LVM's row sums on a dask.distributed cluster (Gal, van der Wilk & Rasmussen 2014).
+
+psi0, P = Psi1^T Y and Psi2 are sums over rows, and so are the gradients
+of the bound w.r.t. the kernel parameters and Z; the gradients w.r.t. a
+row's q(x_n) need only that row.  :class:`DaskBackend` therefore cuts the
+rows into fixed chunks, keeps each chunk of Y on one worker (scattered once,
+at :meth:`DaskBackend.setup`), and per evaluation
+
+* forward: ships the globals (kernel, Z) and each chunk's (mu, S) to the
+  worker holding the chunk's Y, which returns (psi0, P, Psi2) of its rows;
+* backward: ships the cotangents (dF/dpsi0, dF/dP (M, D), dF/dPsi2 (M, M))
+  too; the worker returns its rows' gradients w.r.t. mu and S and its sums
+  of the kernel-parameter and Z gradients.
+
+Partial results are reduced here in chunk order, so the bound and its
+gradients do not depend on which worker ran what, and equal the local
+backend's up to the rounding of a different summation order (~1e-15
+relative).  Per evaluation the traffic is O(N Q) for the latents plus
+O(chunks (M^2 + M D)) for the partial sums; Y (N D) never travels again.
+
+If a worker dies, the tasks on it are rerun elsewhere by the scheduler; a
+chunk of Y that lived only on that worker is scattered again from this
+process's copy and the evaluation is retried once.  Anything else (no
+workers left, a task failing twice) raises :class:`DaskBackendError`, an
+:class:`~engine.errors.EngineError`, naming the cause.
+
+dask and distributed are an optional extra (``pip install .[distributed]``)
+and are imported only when a DaskBackend is set up.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from ..errors import ConfigurationError, EngineError
+
+logger = logging.getLogger(__name__)
+
+
+class DaskBackendError(EngineError, RuntimeError):
+    """The cluster could not complete an evaluation (workers lost, tasks failed, timeout)."""
+
+
+# ------------------------------------------------------------------ worker-side functions
+# Plain module-level functions over arrays: pickled by reference, run in the workers.
+
+
+def _chunk_forward(Y, kernel, Z, mu, S):
+    """(psi0, P (M, D), Psi2 (M, M)) of one chunk of rows."""
+    from .. import psi
+
+    stats = psi.compute(kernel, Z, mu, S)
+    return stats.psi0, stats.Psi1.T @ Y, stats.Psi2
+
+
+def _chunk_backward(Y, kernel, Z, mu, S, dpsi0, dP, dPsi2):
+    """engine.psi.PsiGradients of one chunk: per-row mu and S gradients, parameter and Z sums."""
+    from .. import psi
+
+    return psi.gradients(kernel, Z, mu, S, dpsi0, Y @ dP.T, dPsi2)
+
+
+def _worker_pid():
+    import os
+
+    return os.getpid()
+
+
+# ------------------------------------------------------------------ the backend
+
+
+class DaskBackend:
+    """Row sums of the bound computed over row chunks on a dask.distributed cluster.
+
+    ``engine.BayesianGPLVM(Y, ..., backend=engine.DaskBackend(client))``.
+
+    client : a ``distributed.Client``.
+    chunks : rows per chunk (int), or None for two chunks per worker present at
+        :meth:`setup` (at least 1 row each).  The chunking is fixed at setup and
+        fixes the summation order.
+    timeout : seconds one evaluation may wait for the cluster before
+        :class:`DaskBackendError` (None: no limit).
+    retries : how many times an evaluation is retried after lost workers or
+        lost data (the lost chunks of Y are scattered again first).
+    """
+
+    def __init__(self, client, chunks=None, timeout=None, retries=1):
+        if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer))
+                                   or chunks < 1):
+            raise ConfigurationError(f"Expected chunks as a positive number of rows or None, got {chunks!r} instead.")
+        if not hasattr(client, "scatter") or not hasattr(client, "submit"):
+            raise ConfigurationError(f"Expected a dask.distributed Client, got {type(client).__name__} instead.")
+        self.client = client
+        self.chunks = None if chunks is None else int(chunks)
+        self.timeout = timeout
+        self.retries = int(retries)
+        self._bounds = None
+        self._Y = None
+        self._futures = None
+        self._homes = None
+
+    # ---- data placement ---------------------------------------------------------------
+    def setup(self, Y: np.ndarray) -> None:
+        """Cut the (N, D) centred outputs into row chunks and scatter each chunk to one worker, once."""
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
+        workers = self._workers()
+        N = Y.shape[0]
+        size = self.chunks or max(1, math.ceil(N / (2 * len(workers))))
+        self._bounds = [(a, min(a + size, N)) for a in range(0, N, size)]
+        self._Y = Y
+        self._homes = [workers[i % len(workers)] for i in range(len(self._bounds))]
+        self._futures = [None] * len(self._bounds)
+        self._scatter(range(len(self._bounds)))
+
+    def _workers(self) -> list:
+        try:
+            workers = sorted(self.client.scheduler_info()["workers"])
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the scheduler
+            raise DaskBackendError(f"Could not reach the dask scheduler: {exc}") from exc
+        if not workers:
+            raise DaskBackendError("The dask cluster has no workers; start some (e.g. `dask worker ADDRESS`).")
+        return workers
+
+    def _scatter(self, indices) -> None:
+        alive = set(self._workers())
+        for i in indices:
+            if self._homes[i] not in alive:
+                self._homes[i] = sorted(alive)[i % len(alive)]
+            a, b = self._bounds[i]
+            self._futures[i] = self.client.scatter(self._Y[a:b], workers=[self._homes[i]], hash=False)
+
+    @property
+    def num_chunks(self) -> int:
+        return 0 if self._bounds is None else len(self._bounds)
+
+    def worker_pids(self) -> dict:
+        """Process id of every worker, by address (for checking where work runs)."""
+        return self.client.run(_worker_pid)
+
+    # ---- evaluation -------------------------------------------------------------------
+    def _map(self, fn, globals_, mu, S, *extra):
+        """fn(Y_chunk, *globals_, mu_chunk, S_chunk, *extra) on every chunk; results in chunk order."""
+        if self._bounds is None:
+            raise ConfigurationError("DaskBackend.setup(Y) must be called first (the model does it).")
+        mu = np.ascontiguousarray(mu, dtype=np.float64)
+        S = np.ascontiguousarray(S, dtype=np.float64)
+        if mu.shape[0] != self._Y.shape[0] or S.shape != mu.shape:
+            raise ConfigurationError(f"Expected mu and S with {self._Y.shape[0]} rows, got {mu.shape} and "
+                                     f"{S.shape} instead.")
+        from distributed import wait
+
+        attempt = 0
+        while True:
+            futures = [self.client.submit(fn, self._futures[i], *globals_, mu[a:b], S[a:b], *extra,
+                                          workers=[self._homes[i]], allow_other_workers=True, pure=False)
+                       for i, (a, b) in enumerate(self._bounds)]
+            try:
+                wait(futures, timeout=self.timeout)
+                bad = [f for f in futures if f.status != "finished"]
+                if not bad:
+                    return self.client.gather(futures)
+                cause = _describe_failure(bad[0])
+            except Exception as exc:  # noqa: BLE001 - timeouts, lost connections, cancelled futures
+                cause = f"{type(exc).__name__}: {exc}"
+            finally:
+                for f in futures:
+                    f.release()
+            lost = [i for i, f in enumerate(self._futures) if f.status != "finished"]
+            if attempt >= self.retries:
+                raise DaskBackendError(
+                    f"The dask cluster failed to evaluate the psi statistics ({cause}); {len(lost)} chunk(s) of the "
+                    f"data were lost. Check the workers (a worker may have died or run out of memory) and fit "
+                    "again; the model keeps its last accepted parameters.")
+            attempt += 1
+            logger.warning("DaskBackend: evaluation failed (%s); scattering %d lost chunk(s) again and retrying.",
+                           cause, len(lost))
+            try:
+                self._scatter(lost)
+            except DaskBackendError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise DaskBackendError(f"Could not scatter the data to the workers again: {exc}") from exc
+
+    def forward(self, kernel, Z, mu, S):
+        """(psi0, P = Psi1^T Y (M, D), Psi2 (M, M)), summed over the chunks in order."""
+        Z = np.ascontiguousarray(Z, dtype=np.float64)
+        parts = self._map(_chunk_forward, (kernel, Z), mu, S)
+        psi0, P, Psi2 = 0.0, np.zeros_like(parts[0][1]), np.zeros_like(parts[0][2])
+        for p0, Pc, P2 in parts:
+            psi0 += p0
+            P += Pc
+            Psi2 += P2
+        return float(psi0), P, Psi2
+
+    def backward(self, kernel, Z, mu, S, dpsi0, dP, dPsi2):
+        """engine.psi.PsiGradients of dpsi0 psi0 + <dP, Psi1^T Y> + <dPsi2, Psi2>: per-row mu and S
+        gradients concatenated, kernel-parameter and Z gradients summed in chunk order."""
+        from .. import psi
+
+        Z = np.ascontiguousarray(Z, dtype=np.float64)
+        parts = self._map(_chunk_backward, (kernel, Z), mu, S, float(dpsi0), np.ascontiguousarray(dP, dtype=np.float64),
+                          np.ascontiguousarray(dPsi2, dtype=np.float64))
+        params = {k: np.array(v, dtype=float, copy=True) for k, v in parts[0].params.items()}
+        dZ = np.array(parts[0].Z, dtype=float, copy=True)
+        for g in parts[1:]:
+            for k in params:
+                params[k] = params[k] + g.params[k]
+            dZ += g.Z
+        return psi.PsiGradients(params, dZ, np.concatenate([g.mu for g in parts]),
+                                np.concatenate([g.S for g in parts]))
+
+    def close(self) -> None:
+        """Release the scattered data (the client stays open)."""
+        for f in self._futures or ():
+            if f is not None:
+                f.release()
+        self._futures = None
+        self._bounds = None
+
+    def __repr__(self):
+        address = getattr(getattr(self.client, "scheduler", None), "address", "?")
+        return f"DaskBackend(scheduler={address!r}, chunks={self.num_chunks})"
+
+
+def _describe_failure(future) -> str:
+    try:
+        exc = future.exception(timeout=1)
+    except Exception as inner:  # noqa: BLE001 - cancelled / lost futures have no exception object
+        return f"task {future.status}: {type(inner).__name__}: {inner}"
+    return f"{type(exc).__name__}: {exc}" if exc is not None else f"task {future.status}"
+
+
+__all__ = ["DaskBackend", "DaskBackendError"]

@@ -1,0 +1,974 @@
+"""The Bayesian GP-LVM trained by stochastic variational inference (SVI).
+
+Hensman, Fusi & Lawrence (2013), "Gaussian processes for big data", applied
+to the Bayesian GP-LVM of Titsias & Lawrence (2010).  Instead of collapsing
+q(u), the inducing outputs get an explicit Gaussian, whitened: u_d = L v_d
+with L = chol(Kmm), q(v_d) = N(m_d, S) for every output d, one shared
+S = R R^T (R lower triangular).  Per row, q(x_n) = N(mu_n, diag S_n) as in
+the collapsed model.  The bound
+
+    F = -N D/2 log(2 pi) + N D/2 log beta - beta/2 tr(Y^T Y)
+        + beta tr(m^T V) - beta D/2 psi0 + beta D/2 tr(A)
+        - beta D/2 tr(S A) - beta/2 tr(m^T A m)
+        - KL(q(v) || N(0, I)) - KL(q(X) || N(0, I)),
+
+    V = L^-1 P, P = Psi1^T Y (M, D), A = L^-1 Psi2 L^-T (M, M),
+    KL(q(v)) = 1/2 (D tr S + ||m||^2 - D M - D log|S|),
+
+is *linear* in the row sums psi0, P, Psi2, tr(Y^T Y) and KL(q(X)).  So a
+minibatch b of B rows, each sum scaled by N / B, gives an unbiased estimate
+of F; over the batches of an equal-sized partition of the rows the estimates
+average to F exactly.  At the optimum of q(v) for fixed everything else,
+S = (I + beta A)^-1 and m = beta S V, F equals the collapsed bound of
+:class:`~engine.BayesianGPLVM` (the same jitter on Kmm).
+
+One SVI iteration (:meth:`StochasticBayesianGPLVM.fit_svi`) reads B rows of
+Y, computes their psi statistics and the estimate's gradients, and then
+
+* q(v): a natural-gradient step of size ``natgrad_step`` (rho): the natural
+  parameters (S^-1, S^-1 m) move a fraction rho towards the minibatch
+  optimum (I + beta A_b, beta V_b) - the update of Hensman et al. (2013);
+* kernel parameters, Z and the noise: one Adam step on the estimate;
+* q(x_n) of the minibatch rows: one natural-gradient step of size
+  ``local_step`` on each row's own term (no per-row optimiser state):
+  1/S_n <- (1 - rho) / S_n + rho (1 - 2 dE_n/dS_n),
+  mu_n <- mu_n + rho S_n (dE_n/dmu_n - mu_n), where E_n is the row's
+  expected log-likelihood (the prior N(0, I) gives the 1 and the -mu_n).
+
+Memory: the local parameters (N, Q) twice, plus O(B D + B M + M^2 + M D)
+per iteration; Y may be a numpy memmap larger than memory and only the B
+rows of the minibatch are read per iteration (sorted indices).  The full
+bound (:meth:`objective`, :meth:`objective_gradients`) is evaluated over
+fixed row chunks of ``chunk_size`` rows in a fixed order.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import kernels as _kernels
+from .. import psi
+from .._cancel import checkpoint
+from .._threads import blas_pinned, single_blas_thread
+from ..bound import FactorisationError, cholesky_backward
+from ..errors import ConfigurationError, ShapeError
+from ..linalg import chol_inverse, tri_solve, try_cholesky
+from ..transforms import IDENTITY, POSITIVE, ParameterPacker, ParameterSpec
+from .base import JITTER_RELATIVE, LatentVariableModel, validate_latent_dim
+from .collapsed import add_grads, inducing_subset
+
+LOG_2PI = np.log(2.0 * np.pi)
+
+#: Names of the per-row (local) parameters; every other parameter is global.
+LOCAL_NAMES = ("X_mean", "X_variance")
+
+#: Smallest precision a local natural-gradient step aims at (largest variance 1 / this).
+_MIN_TARGET_PRECISION = 0.5
+#: Largest change of a latent mean in one local step (prior standard deviations).
+_MAX_MEAN_STEP = 1.0
+
+
+# ------------------------------------------------------------------ functional core
+
+
+class SuffStats(NamedTuple):
+    """Row sums the bound depends on (already scaled for a minibatch estimate).
+
+    psi0: float; P: (M, D) = Psi1^T Y; Psi2: (M, M); trYY: float = sum of Y^2;
+    kl: float = KL(q(x_n) || N(0, I)) summed over the rows.
+    """
+
+    psi0: float
+    P: np.ndarray
+    Psi2: np.ndarray
+    trYY: float
+    kl: float
+
+
+class UncollapsedBound(NamedTuple):
+    """Value of F (nats, KL(q(X)) included) and its gradients w.r.t. every input.
+
+    dpsi0: float; dP: (M, D); dPsi2: (M, M) symmetric; dKmm: (M, M) symmetric;
+    dbeta: float; dq_mu: (M, D); dq_sqrt: (M, M) lower triangular;
+    nat_target: (Lambda (M, M), eta (M, D)), the natural parameters of the
+    optimal q(v) for these statistics (what a natural-gradient step moves to).
+    """
+
+    value: float
+    dpsi0: float
+    dP: np.ndarray
+    dPsi2: np.ndarray
+    dKmm: np.ndarray
+    dbeta: float
+    dq_mu: np.ndarray
+    dq_sqrt: np.ndarray
+    nat_target: tuple
+
+
+def _whiten(L, Psi2):
+    """L^-1 Psi2 L^-T, symmetrised, (M, M)."""
+    A = tri_solve(L, tri_solve(L, Psi2).T).T
+    return 0.5 * (A + A.T)
+
+
+def _unwhiten(L, G):
+    """L^-T G L^-1, symmetrised, (M, M): pulls a gradient w.r.t. A back to Psi2."""
+    out = tri_solve(L, tri_solve(L, G, trans=True).T, trans=True).T
+    return 0.5 * (out + out.T)
+
+
+def uncollapsed_bound(stats: SuffStats, L: np.ndarray, q_mu: np.ndarray, q_sqrt: np.ndarray,
+                      beta: float, num_data: float) -> UncollapsedBound:
+    """The SVI bound F (module docstring) from sufficient statistics, and its gradients.
+
+    L: (M, M) chol(Kmm + jitter I); q_mu: (M, D) whitened means m; q_sqrt: (M, M),
+    only its lower triangle R is used (S = R R^T); beta: noise precision;
+    num_data: N of the constant terms (the full data size, also for a minibatch).
+    """
+    M, D = q_mu.shape
+    R = np.tril(q_sqrt)
+    S = R @ R.T
+    A = _whiten(L, stats.Psi2)
+    V = tri_solve(L, stats.P)
+    Am = A @ q_mu
+    trA = float(np.trace(A))
+    trSA = float(np.sum(S * A))
+    mAm = float(np.sum(q_mu * Am))
+    mV = float(np.sum(q_mu * V))
+    diagR = np.diag(R)
+    kl_u = 0.5 * (D * float(np.trace(S)) + float(np.sum(q_mu * q_mu)) - D * M
+                  - 2.0 * D * float(np.sum(np.log(np.abs(diagR)))))
+    value = (-0.5 * num_data * D * LOG_2PI + 0.5 * num_data * D * np.log(beta) - 0.5 * beta * stats.trYY
+             + beta * mV - 0.5 * beta * D * stats.psi0 + 0.5 * beta * D * trA
+             - 0.5 * beta * D * trSA - 0.5 * beta * mAm - kl_u - stats.kl)
+    eye = np.eye(M)
+    dA = 0.5 * beta * D * (eye - S) - 0.5 * beta * (q_mu @ q_mu.T)
+    dA = 0.5 * (dA + dA.T)
+    dV = beta * q_mu
+    dPsi2 = _unwhiten(L, dA)
+    dP = tri_solve(L, dV, trans=True)
+    # F through L at fixed Psi2 and P (see engine.bound): dF = tr(Gamma L^-1 dL)
+    dKmm = cholesky_backward(L, -(2.0 * A @ dA + V @ dV.T))
+    dbeta = (0.5 * num_data * D / beta - 0.5 * stats.trYY + mV - 0.5 * D * stats.psi0
+             + 0.5 * D * trA - 0.5 * D * trSA - 0.5 * mAm)
+    dq_mu = beta * V - beta * Am - q_mu
+    dS = -0.5 * beta * D * A - 0.5 * D * eye
+    dq_sqrt = np.tril(2.0 * dS @ R) + np.diag(D / diagR)
+    nat_target = (eye + beta * A, beta * V)
+    return UncollapsedBound(float(value), -0.5 * beta * D, dP, dPsi2, dKmm, float(dbeta), dq_mu, dq_sqrt,
+                            nat_target)
+
+
+def optimal_q(L: np.ndarray, P: np.ndarray, Psi2: np.ndarray, beta: float):
+    """(q_mu (M, D), q_sqrt (M, M)) maximising F for fixed statistics: S = (I + beta A)^-1, m = beta S V."""
+    Lam = np.eye(L.shape[0]) + beta * _whiten(L, Psi2)
+    return _from_natural(Lam, beta * tri_solve(L, P))
+
+
+def _from_natural(Lam, eta):
+    """(m, R) of the Gaussian with precision Lam (M, M) and Lam m = eta (M, D)."""
+    C = try_cholesky(0.5 * (Lam + Lam.T))
+    if C is None:
+        raise FactorisationError("The precision of q(u) is not numerically positive definite.")
+    S = chol_inverse(C)
+    R = try_cholesky(0.5 * (S + S.T))
+    if R is None:
+        raise FactorisationError("The covariance of q(u) is not numerically positive definite.")
+    m = tri_solve(C, tri_solve(C, eta), trans=True)
+    return m, R
+
+
+def _to_natural(q_mu, q_sqrt):
+    """(Lam, eta) = (S^-1, S^-1 m) of q(v) = N(m, R R^T)."""
+    R = np.tril(q_sqrt)
+    Ri = tri_solve(R, np.eye(R.shape[0]))  # R^-1
+    Lam = Ri.T @ Ri
+    return 0.5 * (Lam + Lam.T), Lam @ q_mu
+
+
+def _local_natgrad(mu, S, gmu, gS, rho, move_mu=True, move_S=True):
+    """One natural-gradient step of size rho on q(x_n) = N(mu_n, diag S_n) (module docstring).
+
+    gmu, gS: (B, Q) gradients of each row's expected log-likelihood (prior excluded).
+    """
+    target = np.maximum(1.0 - 2.0 * gS, _MIN_TARGET_PRECISION)
+    S_new = 1.0 / ((1.0 - rho) / S + rho * target) if move_S else S
+    mu_new = mu + np.clip(rho * S_new * (gmu - mu), -_MAX_MEAN_STEP, _MAX_MEAN_STEP) if move_mu else mu
+    return mu_new, S_new
+
+
+def _kl_rows(mu, S):
+    return 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)
+
+
+# ------------------------------------------------------------------ the model
+
+
+class StochasticBayesianGPLVM(LatentVariableModel):
+    """Bayesian GP-LVM with an explicit q(u), trained on minibatches of rows (SVI).
+
+    ``StochasticBayesianGPLVM(Y, latent_dim, num_inducing=50, batch_size=256)``;
+    ``engine.fit(m, optimizer="svi", max_iters=...)`` or ``m.fit(...)`` trains it.
+    Y (N, D) may be a numpy memmap: it is never copied nor loaded as a whole
+    (the mean and the PCA start come from one pass over row chunks).
+
+    Parameters: ``X_mean`` (N, Q), ``X_variance`` (N, Q) > 0, ``Z`` (M, Q), the
+    kernel's parameters, ``noise_variance``, ``q_mu`` (M, D) and ``q_sqrt``
+    (M, M; its lower triangle is the Cholesky factor of S) of the whitened
+    q(v), v = L^-1 u.  The objective (:meth:`objective`) is the full bound.
+    """
+
+    objective_name = "ELBO"
+    #: What ``engine.fit(m)`` and ``m.fit()`` use when no optimiser is named.
+    default_optimizer = "svi"
+    #: SVI iterations for which the noise variance is held at the start of a fit.
+    warm_up_iters = 200
+
+    def __init__(self, Y, latent_dim, num_inducing=50, batch_size=256, kernel=None, init="pca", seed=0,
+                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=4096):
+        self.data = _check_data(Y)
+        self.latent_dim = validate_latent_dim(latent_dim)
+        self.num_data, self.output_dim = (int(s) for s in self.data.shape)
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.chunk_size = _positive_int(chunk_size, "chunk_size")
+        self.seed = seed
+        self.Y_mean, cov, trYY = self._moments()
+        self._trYY = trYY
+        if kernel is None:
+            kernel = self._default_kernel_from(cov, init)
+        if kernel.input_dim != self.latent_dim:
+            raise ShapeError(f"Expected a kernel over {self.latent_dim} latent dimensions, "
+                             f"got input_dim={kernel.input_dim} instead.")
+        psi.check_supported(kernel)
+        self._kernel = kernel.copy()
+        self._kernel_names = list(kernel.params)
+        if noise_variance is None:
+            noise_variance = 0.1 * max(float(np.trace(cov)) / (self.num_data * self.output_dim), 1e-6)
+        self._initial_noise_variance = float(noise_variance)
+        self.jitter = 0.0
+        self._fixed = frozenset()
+        self._lock = threading.RLock()
+        self._version = 0
+        self._cache = None
+
+        X0 = self._initial_X(X, cov, init, seed)
+        S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
+        Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
+        if Z0.ndim != 2 or Z0.shape[1] != self.latent_dim:
+            raise ShapeError(f"Expected Z of shape (M, {self.latent_dim}), got {Z0.shape} instead.")
+        self.num_inducing = M = Z0.shape[0]
+        D = self.output_dim
+        specs = [self._free_spec("X_mean", X0.shape), ParameterSpec("X_variance", X0.shape, POSITIVE),
+                 self._free_spec("Z", Z0.shape), *self._kernel_specs(self._kernel), self._noise_spec(),
+                 self._free_spec("q_mu", (M, D)), self._free_spec("q_sqrt", (M, M))]
+        values = {"X_mean": X0, "X_variance": S0, "Z": Z0, "noise_variance": self._initial_noise_variance,
+                  **self._kernel.params, "q_mu": np.zeros((M, D)), "q_sqrt": np.eye(M)}
+        self._build_packer(specs, values)
+        self._global_specs = [s for s in specs if s.name not in LOCAL_NAMES]
+        self._global_packer = ParameterPacker(self._global_specs)
+        self._global_index = np.concatenate([np.arange(self._packer._slices[s.name].start,
+                                                        self._packer._slices[s.name].stop)
+                                             for s in self._global_specs])
+        self.reset_q_u(rows=min(self.num_data, max(self.batch_size, 1024)), seed=seed)
+
+    # ---- data -----------------------------------------------------------------------
+    def _chunks(self):
+        """Row ranges (start, stop) of the fixed chunking of the full-data passes."""
+        N, c = self.num_data, self.chunk_size
+        return [(a, min(a + c, N)) for a in range(0, N, c)]
+
+    def _read(self, rows):
+        """Centred float64 rows of Y: a slice (start, stop) or sorted indices (B,)."""
+        if isinstance(rows, tuple):
+            block = self.data[rows[0]:rows[1]]
+        else:
+            block = self.data[rows]
+        return np.asarray(block, dtype=np.float64) - self.Y_mean
+
+    @property
+    def _Y_data(self):
+        """The data as given (what engine.io saves; a memmap is written out row by row)."""
+        return self.data
+
+    def data_array(self) -> np.ndarray:
+        """Y (N, D) as an in-memory float64 array (loads everything; used to save the model)."""
+        return np.asarray(self.data, dtype=np.float64)
+
+    def _moments(self):
+        """(mean (D,), centred scatter matrix (D, D), centred sum of squares) from one chunked pass."""
+        N, D = self.num_data, self.output_dim
+        total = np.zeros(D)
+        shift = None
+        scatter = np.zeros((D, D))
+        for a, b in self._chunks():
+            block = np.asarray(self.data[a:b], dtype=np.float64)
+            if not np.all(np.isfinite(block)):
+                bad = int(block.size - np.count_nonzero(np.isfinite(block)))
+                raise ShapeError(f"Expected Y to be finite, got {bad} NaN or infinite value(s) in rows {a}..{b - 1} "
+                                 "instead. The stochastic model does not handle missing values; remove or "
+                                 "impute them first.")
+            if shift is None:
+                shift = block.mean(axis=0)
+            centred = block - shift
+            total += centred.sum(axis=0)
+            scatter += centred.T @ centred
+        offset = total / N
+        mean = shift + offset
+        scatter -= N * np.outer(offset, offset)
+        scatter = 0.5 * (scatter + scatter.T)
+        return mean, scatter, float(np.trace(scatter))
+
+    def _default_kernel_from(self, scatter, init):
+        if init != "pca":
+            return _kernels.RBF(self.latent_dim, ard=True)
+        w = self._top_eigen(scatter)[0]
+        fractions = np.zeros(self.latent_dim)
+        if w.size and w[0] > 0:
+            fractions[:w.size] = w / w[0]
+        return _kernels.RBF(self.latent_dim, ard=True, lengthscales=1.0 / np.maximum(fractions, 1e-3))
+
+    def _top_eigen(self, scatter):
+        from ..init import _top_eigh, _usable
+
+        q = min(self.latent_dim, self.num_data - 1, self.output_dim)
+        w, V = _top_eigh(scatter, q)
+        r = _usable(w, float(np.trace(scatter)))
+        return w[:r], V[:, :r]
+
+    def _initial_X(self, X, scatter, init, seed):
+        N, Q = self.num_data, self.latent_dim
+        if X is not None:
+            X = np.array(X, dtype=float)
+            if X.shape != (N, Q):
+                raise ShapeError(f"Expected X of shape {(N, Q)}, got {X.shape} instead.")
+            return X
+        from ..init import METHODS, _finish, initial_latents
+
+        rng = np.random.default_rng(seed)
+        if init == "pca":
+            w, V = self._top_eigen(scatter)
+            scores = np.empty((N, V.shape[1]))
+            for a, b in self._chunks():
+                scores[a:b] = self._read((a, b)) @ V
+            return _finish(scores, Q, rng)
+        if init == "random":
+            return rng.standard_normal((N, Q))
+        if init == "isomap":
+            from ..init import ISOMAP_MAX_POINTS
+
+            if N > ISOMAP_MAX_POINTS:
+                raise ConfigurationError(f"Expected init='pca' or 'random' for {N} rows; Isomap accepts at most "
+                                         f"{ISOMAP_MAX_POINTS} rows.")
+            return initial_latents(self.data_array(), Q, method="isomap", seed=seed)
+        raise ConfigurationError(f"Expected init to be one of {METHODS}, got {init!r} instead.")
+
+    # ---- parameters -------------------------------------------------------------
+    def _base_jitter(self, values):
+        Kdiag = self.kernel_at(values).K_diag(values["Z"])
+        return JITTER_RELATIVE * max(float(np.mean(Kdiag)), 1e-300)
+
+    def begin_fit(self) -> None:
+        with self._lock:
+            self.jitter = self._base_jitter(self._globals())
+            self._version += 1
+            self._cache = None
+
+    @property
+    def parameters(self) -> dict:
+        """Named constrained values (fresh copies: SVI updates the parameter vector in place)."""
+        with self._lock:
+            return {k: np.array(v, copy=True) for k, v in self._packer.unpack(self._free).items()}
+
+    def _globals(self) -> dict:
+        """Named constrained values of the global parameters (everything but the latents)."""
+        with self._lock:
+            return self._global_packer.unpack(self._free[self._global_index])
+
+    def _local_views(self):
+        """(X_mean (N, Q), unconstrained X_variance (N, Q)): views into the parameter vector."""
+        N, Q = self.num_data, self.latent_dim
+        mu = self._free[self._packer._slices["X_mean"]].reshape(N, Q)
+        s = self._free[self._packer._slices["X_variance"]].reshape(N, Q)
+        return mu, s
+
+    def reset_q_u(self, rows=None, seed=0) -> None:
+        """Set q(u) to its optimum for the current other parameters.
+
+        ``rows=None``: from the full data (one chunked pass); an integer k: from
+        the estimate of k random rows (read once).
+        """
+        values = self._globals()
+        kern = self.kernel_at(values)
+        Z = values["Z"]
+        beta = 1.0 / float(values["noise_variance"])
+        L = self._factor(kern, Z)
+        if rows is None:
+            stats, _ = self._full_stats(values, kern)
+        else:
+            idx = np.sort(np.random.default_rng(seed).choice(self.num_data, int(rows), replace=False))
+            mu, s = self._local_views()
+            stats = self._batch_stats(kern, Z, idx, mu[idx], POSITIVE.forward(s[idx]), self.num_data / idx.size)[0]
+        q_mu, R = optimal_q(L, stats.P, stats.Psi2, beta)
+        self.set_parameters(q_mu=q_mu, q_sqrt=R)
+
+    # ---- pieces of the bound ------------------------------------------------------
+    def _factor(self, kern, Z):
+        """chol(Kmm + jitter I), the jitter escalated (logged) if the factorisation fails."""
+        Kmm = kern.K(Z)
+
+        def factorise(jitter):
+            L = try_cholesky(Kmm + jitter * np.eye(Kmm.shape[0]) if jitter else Kmm)
+            if L is None:
+                raise FactorisationError("Kmm is not numerically positive definite.")
+            return L
+
+        return self._with_jitter(factorise, float(np.mean(np.diag(Kmm))), "inducing-point kernel matrix Kmm")
+
+    def _batch_stats(self, kern, Z, rows, mu, S, scale=1.0, Yb=None):
+        """(SuffStats of the rows scaled by ``scale``, centred Y of the rows (B, D))."""
+        Yb = self._read(rows) if Yb is None else Yb
+        st = psi.compute(kern, Z, mu, S)
+        stats = SuffStats(scale * st.psi0, scale * (st.Psi1.T @ Yb), scale * st.Psi2,
+                          scale * float(np.sum(Yb * Yb)), scale * float(np.sum(_kl_rows(mu, S))))
+        return stats, Yb
+
+    def _full_stats(self, values, kern):
+        """SuffStats of all rows, summed over the fixed chunks in order; and the chunks' psi0 (unused)."""
+        Z = values["Z"]
+        mu_all = values.get("X_mean")
+        if mu_all is None:
+            mu_all, s_all = self._local_views()
+            S_all = None
+        else:
+            s_all, S_all = None, values["X_variance"]
+        M, D = Z.shape[0], self.output_dim
+        psi0, P, Psi2, trYY, kl = 0.0, np.zeros((M, D)), np.zeros((M, M)), 0.0, 0.0
+        for a, b in self._chunks():
+            mu = mu_all[a:b]
+            S = S_all[a:b] if S_all is not None else POSITIVE.forward(s_all[a:b])
+            st, _ = self._batch_stats(kern, Z, (a, b), mu, S)
+            psi0 += st.psi0
+            P += st.P
+            Psi2 += st.Psi2
+            trYY += st.trYY
+            kl += st.kl
+            checkpoint()
+        return SuffStats(psi0, P, Psi2, trYY, kl), None
+
+    def _global_grads(self, kern, Z, b: UncollapsedBound, psi_grads_params, psi_grads_Z, beta, scale):
+        """Gradients w.r.t. the named global parameters from the bound's and the psi backward's pieces."""
+        dKmm_params, dKmm_Z = kern.grad_params_and_X(b.dKmm, Z)
+        grads = {name: scale * np.asarray(g, dtype=float) for name, g in psi_grads_params.items()}
+        add_grads(grads, dKmm_params)
+        grads["Z"] = scale * psi_grads_Z + dKmm_Z
+        grads["noise_variance"] = -beta**2 * b.dbeta
+        grads["q_mu"] = b.dq_mu
+        grads["q_sqrt"] = b.dq_sqrt
+        return grads
+
+    # ---- full bound -------------------------------------------------------------------
+    def _evaluate(self, values):
+        """Full bound and its gradients w.r.t. every named parameter (two chunked passes over Y)."""
+        kern = self.kernel_at(values)
+        Z = values["Z"]
+        beta = 1.0 / float(values["noise_variance"])
+        L = self._factor(kern, Z)
+        stats, _ = self._full_stats(values, kern)
+        b = uncollapsed_bound(stats, L, values["q_mu"], values["q_sqrt"], beta, self.num_data)
+        mu_all, S_all = values["X_mean"], values["X_variance"]
+        dmu = np.empty_like(mu_all)
+        dS = np.empty_like(S_all)
+        params_sum, Z_sum = None, np.zeros_like(Z)
+        for a, c in self._chunks():
+            Yc = self._read((a, c))
+            g = psi.gradients(kern, Z, mu_all[a:c], S_all[a:c], b.dpsi0, Yc @ b.dP.T, b.dPsi2)
+            dmu[a:c] = g.mu - mu_all[a:c]
+            dS[a:c] = g.S - 0.5 * (1.0 - 1.0 / S_all[a:c])
+            params_sum = dict(g.params) if params_sum is None else add_grads(params_sum, g.params)
+            Z_sum += g.Z
+            checkpoint()
+        grads = self._global_grads(kern, Z, b, params_sum, Z_sum, beta, 1.0)
+        grads["X_mean"] = dmu
+        grads["X_variance"] = dS
+        return b.value, grads
+
+    @blas_pinned
+    def objective(self) -> float:
+        """The full bound F at the current parameters, nats (one chunked pass over Y)."""
+        values = self._globals()
+        kern = self.kernel_at(values)
+        L = self._factor(kern, values["Z"])
+        stats, _ = self._full_stats(values, kern)
+        return uncollapsed_bound(stats, L, values["q_mu"], values["q_sqrt"],
+                                 1.0 / float(values["noise_variance"]), self.num_data).value
+
+    def elbo(self) -> float:
+        """The full bound F, nats (same as :meth:`objective`)."""
+        return self.objective()
+
+    # ---- minibatch estimate -----------------------------------------------------------
+    def _minibatch(self, values, rows, mu, S, Yb=None):
+        """(estimate, global grads, per-row d(row term)/dmu (B, Q), d/dS (B, Q), nat target) for sorted rows."""
+        kern = self.kernel_at(values)
+        Z = values["Z"]
+        beta = 1.0 / float(values["noise_variance"])
+        scale = self.num_data / len(rows)
+        L = self._factor(kern, Z)
+        stats, Yb = self._batch_stats(kern, Z, rows, mu, S, scale, Yb)
+        b = uncollapsed_bound(stats, L, values["q_mu"], values["q_sqrt"], beta, self.num_data)
+        g = psi.gradients(kern, Z, mu, S, b.dpsi0, Yb @ b.dP.T, b.dPsi2)
+        grads = self._global_grads(kern, Z, b, g.params, g.Z, beta, scale)
+        return b.value, grads, g.mu, g.S, b.nat_target
+
+    @blas_pinned
+    def minibatch_objective(self, rows, gradients=False):
+        """The unbiased estimate of F from the rows ``rows`` (each row sum scaled by N / B).
+
+        With ``gradients``, also a dict of its gradients w.r.t. the named
+        constrained parameters; ``X_mean`` and ``X_variance`` are then (B, Q),
+        the rows of ``rows`` in the order given.
+        """
+        rows = np.asarray(rows, dtype=np.intp).ravel()
+        if rows.size == 0 or np.any(rows < 0) or np.any(rows >= self.num_data) or np.unique(rows).size != rows.size:
+            raise ShapeError(f"Expected distinct row indices in 0..{self.num_data - 1}, got {rows.size} indices "
+                             "with repeats or out-of-range entries instead.")
+        order = np.argsort(rows, kind="stable")
+        srt = rows[order]
+        values = self._globals()
+        mu_v, s_v = self._local_views()
+        mu, S = mu_v[srt].copy(), POSITIVE.forward(s_v[srt])
+        value, grads, gmu, gS, _ = self._minibatch(values, srt, mu, S)
+        if not gradients:
+            return value
+        scale = self.num_data / rows.size
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        grads["X_mean"] = (scale * (gmu - mu))[inv]
+        grads["X_variance"] = (scale * (gS - 0.5 * (1.0 - 1.0 / S)))[inv]
+        return value, grads
+
+    def _local_presteps(self, values, Yb, mu, S, steps, rho, move_mu, move_S):
+        """``steps`` natural-gradient steps on the rows' q(x_n) with every global parameter fixed.
+
+        A row's gradient depends on the others only through q(u), L and beta:
+        dF/dP = beta L^-T m and dF/dPsi2 = L^-T (beta D/2 (I - S) - beta/2 m m^T) L^-1.
+        """
+        kern = self.kernel_at(values)
+        Z = values["Z"]
+        beta = 1.0 / float(values["noise_variance"])
+        L = self._factor(kern, Z)
+        q_mu = values["q_mu"]
+        R = np.tril(values["q_sqrt"])
+        D = self.output_dim
+        dA = 0.5 * beta * D * (np.eye(L.shape[0]) - R @ R.T) - 0.5 * beta * (q_mu @ q_mu.T)
+        dPsi2 = _unwhiten(L, 0.5 * (dA + dA.T))
+        dPsi1 = Yb @ tri_solve(L, beta * q_mu, trans=True).T
+        for _ in range(steps):
+            g = psi.gradients(kern, Z, mu, S, -0.5 * beta * D, dPsi1, dPsi2)
+            mu, S = _local_natgrad(mu, S, g.mu, g.S, rho, move_mu, move_S)
+        return mu, S
+
+    # ---- SVI ----------------------------------------------------------------------
+    def fit(self, **fit_kwargs):
+        """Train with :func:`engine.fit` (SVI unless ``optimizer=`` says otherwise)."""
+        from ..optimize import fit
+
+        fit_kwargs.setdefault("optimizer", self.default_optimizer)
+        return fit(self, **fit_kwargs)
+
+    def fit_svi(self, max_iters=1000, callback=None, stop=None, pause=None, *, batch_size=None,
+                learning_rate=0.01, final_learning_rate=None, natgrad_step=0.1, final_natgrad_step=None, local_step=0.5, betas=(0.9, 0.999), eps=1e-8,
+                local_optimizer="natgrad", local_learning_rate=None, local_iters=1,
+                warm_up_iters=None, warm_up_fixed=("noise_variance",), seed=None, evaluate_final=True,
+                tol=None):
+        """Stochastic variational inference; what ``engine.fit(m, optimizer="svi")`` runs.
+
+        One iteration = one minibatch of ``batch_size`` rows (default: the
+        model's) drawn uniformly without replacement; see the module docstring
+        for the three updates.  ``learning_rate``, ``betas``, ``eps``: Adam for
+        the kernel, Z and the noise; ``natgrad_step`` (rho in (0, 1]): q(u)'s
+        natural-gradient step (the first iteration of a fit takes rho = 1 when
+        q(u) is free, jumping to that minibatch's optimum; with
+        ``final_natgrad_step`` rho decays geometrically to it: q(u) then averages
+        the minibatch targets over more and more batches, which removes the
+        upward bias its sampling noise puts on the noise variance); ``local_step``: the
+        latent rows' natural-gradient step, ``local_iters`` of them per visit
+        (all but the last with the globals as they were before the visit).
+        ``local_optimizer="adam"`` instead moves the rows by Adam at
+        ``local_learning_rate`` (default ``learning_rate``), keeping per-row
+        moments for the fit: twice the memory of the local parameters, and on
+        oil flow a worse optimum than the natural-gradient steps.  Fixed parameters (``m.fix``) are
+        not moved; fixing ``q_mu`` or ``q_sqrt`` moves the other one by Adam.
+        ``warm_up_fixed`` are held for the first ``warm_up_iters`` iterations
+        (default ``m.warm_up_iters``, at most half of ``max_iters``).
+
+        Snapshots (``callback``) and the history report the minibatch estimate
+        of the bound (noisy; unbiased).  ``FitResult.objective`` is the full
+        bound at the end (one chunked pass) when ``evaluate_final``, else the
+        mean estimate over the last min(iterations, N / B) iterations.  The
+        model is left at the last iterate (SVI keeps no "best" point).
+        ``stop`` ends the fit after the current iteration; ``pause`` blocks
+        between iterations.  ``tol`` is accepted for the common signature and
+        unused (SVI has no convergence test).
+        """
+        from ..optimize import FitResult, Snapshot
+
+        if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 0:
+            raise ConfigurationError(f"Expected max_iters to be a non-negative integer, got {max_iters!r} instead.")
+        B = min(self.num_data, _positive_int(self.batch_size if batch_size is None else batch_size, "batch_size"))
+        for name, value, low, high in (("natgrad_step", natgrad_step, 0.0, 1.0), ("local_step", local_step, 0.0, 1.0)):
+            if not (low < float(value) <= high):
+                raise ConfigurationError(f"Expected {name} in (0, 1], got {value!r} instead.")
+        if not learning_rate > 0:
+            raise ConfigurationError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
+        if final_learning_rate is not None and not final_learning_rate > 0:
+            raise ConfigurationError(f"Expected final_learning_rate > 0, got {final_learning_rate!r} instead.")
+        if final_natgrad_step is not None and not (0.0 < float(final_natgrad_step) <= 1.0):
+            raise ConfigurationError(f"Expected final_natgrad_step in (0, 1], got {final_natgrad_step!r} instead.")
+        rho_decay = 1.0 if final_natgrad_step is None or max_iters < 2 else \
+            (float(final_natgrad_step) / float(natgrad_step)) ** (1.0 / (max_iters - 1))
+        decay = 1.0 if final_learning_rate is None or max_iters < 2 else \
+            (final_learning_rate / learning_rate) ** (1.0 / (max_iters - 1))
+        b1, b2 = (float(b) for b in betas)
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ConfigurationError(f"Expected betas in [0, 1), got {betas!r} instead.")
+        local_iters = _positive_int(local_iters, "local_iters")
+        if local_optimizer not in ("natgrad", "adam"):
+            raise ConfigurationError(f"Expected local_optimizer 'natgrad' or 'adam', got {local_optimizer!r} instead.")
+        local_adam = local_optimizer == "adam"
+        local_lr = learning_rate if local_learning_rate is None else float(local_learning_rate)
+        if local_adam:  # per-row Adam moments: twice the size of the local parameters, for this fit only
+            a1 = np.zeros((self.num_data, 2 * self.latent_dim))
+            a2 = np.zeros_like(a1)
+            t_loc = np.zeros(self.num_data, dtype=np.int64)
+        rng = np.random.default_rng(self.seed if seed is None else seed)
+        warm_up = min(int(self.warm_up_iters if warm_up_iters is None else warm_up_iters), int(max_iters) // 2)
+        held = [n for n in warm_up_fixed if n in self.parameter_names and n not in self.fixed]
+
+        self.begin_fit()
+        gp = self._global_packer
+        fixed = self.fixed
+        natgrad_q = "q_mu" not in fixed and "q_sqrt" not in fixed
+        adam_names = [s.name for s in self._global_specs if s.name not in fixed
+                      and not (natgrad_q and s.name in ("q_mu", "q_sqrt"))]
+        adam_mask = gp.mask(adam_names)
+        held_mask = gp.mask([n for n in held if n in adam_names])
+        move_mu = "X_mean" not in fixed
+        move_S = "X_variance" not in fixed
+        m1 = np.zeros(gp.size)
+        m2 = np.zeros(gp.size)
+        history = []
+        recent = []
+        t0 = time.perf_counter()
+        paused = 0.0
+        iteration = 0
+        stopped = False
+        window = max(1, int(math.ceil(self.num_data / B)))
+        with single_blas_thread():
+            for it in range(1, int(max_iters) + 1):
+                if stop is not None and stop.is_set():
+                    stopped = True
+                    break
+                idx = np.sort(rng.choice(self.num_data, B, replace=False))
+                with self._lock:
+                    xg = self._free[self._global_index].copy()
+                    mu_v, s_v = self._local_views()
+                    mu = mu_v[idx].copy()
+                    s = s_v[idx].copy()
+                values = gp.unpack(xg)
+                S = POSITIVE.forward(s)
+                Yb = self._read(idx)
+                if local_iters > 1 and not local_adam and (move_mu or move_S):
+                    mu, S = self._local_presteps(values, Yb, mu, S, local_iters - 1, float(local_step),
+                                                 move_mu, move_S)
+                    s = POSITIVE.inverse(np.maximum(S, 2.0 * POSITIVE.lower))
+                value, grads, gmu, gS, (Lam_t, eta_t) = self._minibatch(values, idx, mu, S, Yb)
+                g = gp.pack_gradient(xg, grads)
+                if not (math.isfinite(value) and np.all(np.isfinite(g[adam_mask]))):
+                    from ..errors import OptimizationError
+
+                    raise OptimizationError(
+                        f"SVI met a non-finite minibatch bound or gradient at iteration {it}; the model was left "
+                        "at the previous iterate. Try standardising the data, a smaller learning_rate or "
+                        "natgrad_step, or fewer inducing points.")
+                # globals: Adam (maximising), the held ones only during the warm-up
+                mask = adam_mask & ~held_mask if it <= warm_up else adam_mask
+                m1[mask] = b1 * m1[mask] + (1 - b1) * g[mask]
+                m2[mask] = b2 * m2[mask] + (1 - b2) * g[mask] ** 2
+                step = learning_rate * decay ** (it - 1) * (m1 / (1 - b1 ** it)) / (np.sqrt(m2 / (1 - b2 ** it)) + eps)
+                x_new = xg.copy()
+                x_new[mask] += step[mask]
+                new_values = gp.unpack(x_new)
+                # q(u): natural-gradient step towards the minibatch optimum
+                if natgrad_q:
+                    rho = 1.0 if it == 1 else float(natgrad_step) * rho_decay ** (it - 1)
+                    Lam, eta = _to_natural(values["q_mu"], values["q_sqrt"])
+                    q_mu, R = _from_natural((1 - rho) * Lam + rho * Lam_t, (1 - rho) * eta + rho * eta_t)
+                    new_values["q_mu"], new_values["q_sqrt"] = q_mu, R
+                    x_new = gp.pack(new_values)
+                # the minibatch's q(x_n): a step on each row's own term
+                if local_adam:
+                    gl = np.concatenate([gmu - mu, (gS - 0.5 * (1.0 - 1.0 / S)) * POSITIVE.grad_factor(s)], axis=1)
+                    t_loc[idx] += 1
+                    tb = t_loc[idx][:, None].astype(float)
+                    a1[idx] = b1 * a1[idx] + (1 - b1) * gl
+                    a2[idx] = b2 * a2[idx] + (1 - b2) * gl * gl
+                    d = local_lr * decay ** (it - 1) * (a1[idx] / (1 - b1 ** tb)) / (np.sqrt(a2[idx] / (1 - b2 ** tb)) + eps)
+                    Q = self.latent_dim
+                    mu_new = mu + d[:, :Q] if move_mu else mu
+                    S_new = POSITIVE.forward(s + d[:, Q:]) if move_S else S
+                else:
+                    mu_new, S_new = _local_natgrad(mu, S, gmu, gS, float(local_step), move_mu, move_S)
+                with self._lock:
+                    self._free[self._global_index] = x_new
+                    mu_v, s_v = self._local_views()
+                    mu_v[idx] = mu_new
+                    s_v[idx] = POSITIVE.inverse(np.maximum(S_new, 2.0 * POSITIVE.lower))
+                    self._version += 1
+                    self._cache = None
+                iteration = it
+                elapsed = time.perf_counter() - t0 - paused
+                history.append((it, value, elapsed))
+                recent.append(value)
+                if len(recent) > window:
+                    recent.pop(0)
+                if callback is not None:
+                    state = self.snapshot_state()
+                    callback(Snapshot(
+                        iteration=it, objective=value, grad_norm=float(np.linalg.norm(g[adam_mask])),
+                        elapsed=elapsed, parameters=state["parameters"], X_mean=state["X_mean"],
+                        X_variance=state["X_variance"], relevance=state["relevance"], n_evaluations=it,
+                        optimizer="svi"))
+                if pause is not None and pause.is_set():
+                    began = time.perf_counter()
+                    while pause.is_set() and not (stop is not None and stop.is_set()):
+                        if stop is not None:
+                            stop.wait(0.05)
+                        else:
+                            time.sleep(0.05)
+                    paused += time.perf_counter() - began
+                if stop is not None and stop.is_set():
+                    stopped = True
+                    break
+        if evaluate_final and not stopped:
+            objective = self.objective()
+        else:
+            objective = float(np.mean(recent)) if recent else (self.objective() if evaluate_final else math.nan)
+        message = (f"Stopped on request after {iteration} iterations." if stopped
+                   else f"Stopped after max_iters={max_iters} SVI iterations (SVI has no convergence test).")
+        return FitResult(objective=float(objective), iterations=iteration, n_evaluations=iteration,
+                         elapsed=time.perf_counter() - t0 - paused, stopped=stopped, converged=False,
+                         message=message, history=history)
+
+    # ---- prediction -----------------------------------------------------------------
+    def _posterior(self):
+        """Factors for prediction: (kern, Z, L, Mw = L^-T m (M, D), Rw = L^-T R (M, M), beta)."""
+        def build(values):
+            kern = self.kernel_at(values)
+            Z = values["Z"]
+            L = self._factor(kern, Z)
+            R = np.tril(values["q_sqrt"])
+            Mw = tri_solve(L, values["q_mu"], trans=True)
+            Rw = tri_solve(L, R, trans=True)
+            return kern, Z, L, Mw, Rw, 1.0 / float(values["noise_variance"])
+
+        with self._lock:
+            version = self._version
+            if self._cache is not None and self._cache[0] == version:
+                return self._cache[1]
+        result = build(self._globals())
+        with self._lock:
+            if self._version == version:
+                self._cache = (version, result)
+        return result
+
+    @blas_pinned
+    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
+        """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q).
+
+        f(x*) = k*M Kmm^-1 u with u = L v, q(v) = N(m, S): mean k*M L^-T m,
+        variance k** - |L^-1 kM*|^2 + |R^T L^-1 kM*|^2 (shared by the outputs).
+        With ``Xnew_variance`` (n, Q) > 0 the moments under q(x*) instead (per output).
+        """
+        Xnew = self._check_points(Xnew)
+        kern, Z, L, Mw, Rw, beta = self._posterior()
+        noise = 1.0 / beta if include_noise else 0.0
+        D = self.output_dim
+        if Xnew_variance is None:
+            Ks = kern.K(Xnew, Z)
+            a = tri_solve(L, Ks.T)
+            c = Rw.T @ Ks.T
+            var = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(c * c, axis=0)
+            var = np.maximum(var, 0.0) + noise
+            return Ks @ Mw + self.Y_mean, np.repeat(var[:, None], D, axis=1)
+        S = self._check_points(Xnew_variance, "Xnew_variance")
+        if S.shape != Xnew.shape or np.any(S <= 0):
+            raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
+        from ..infer import PointPsi
+
+        psi0, Psi1, Psi2 = PointPsi(kern, Z).forward(Xnew, S)
+        Kinv = chol_inverse(L)
+        Sw = Rw @ Rw.T
+        mean = Psi1 @ Mw
+        shared = psi0 - np.einsum("nmk,mk->n", Psi2, Kinv) + np.einsum("nmk,mk->n", Psi2, Sw)
+        second = np.einsum("md,nmk,kd->nd", Mw, Psi2, Mw)
+        var = np.maximum(shared[:, None] + second - mean * mean, 0.0) + noise
+        return mean + self.Y_mean, var
+
+    # ---- projection of new rows ---------------------------------------------------------
+    def _nearest_rows(self, Yc, mask, count):
+        """Indices (n, count) of the training rows nearest to each new row on its observed entries (chunked)."""
+        n = Yc.shape[0]
+        count = int(min(max(1, count), self.num_data))
+        mf = mask.astype(float)
+        best_d = np.full((n, 0), np.inf)
+        best_i = np.zeros((n, 0), dtype=np.intp)
+        for a, b in self._chunks():
+            T = self._read((a, b))
+            dist = mf @ (T * T).T - 2.0 * (Yc * mf) @ T.T
+            d = np.concatenate([best_d, dist], axis=1)
+            i = np.concatenate([best_i, np.broadcast_to(np.arange(a, b), (n, b - a))], axis=1)
+            keep = np.argsort(d, axis=1, kind="stable")[:, :count]
+            best_d = np.take_along_axis(d, keep, axis=1)
+            best_i = np.take_along_axis(i, keep, axis=1)
+        return best_i
+
+    def infer_latent(self, Ynew, observed=None, *, num_starts=5, num_optimised=2, max_iters=300, gtol=1e-5,
+                     ftol=2.2e-9, memory=10):
+        """q(x*) for new rows Ynew (n, D) or (D,) (NaN or ``observed`` = False: unobserved), q(u) fixed.
+
+        Each row maximises its own bound E_q(x*) q(u)[log p(y*_O | f)] - KL(q(x*) || N(0, I))
+        over the observed entries O (batched L-BFGS, :func:`engine.infer.minimize_rows`),
+        started from the latents of the ``num_starts`` nearest training rows
+        (the best ``num_optimised`` optimised).  ``log_density`` is that bound,
+        a lower bound on log p(y*_O | q(u)).  Returns :class:`engine.LatentInference`.
+        """
+        from ..errors import NumericalError
+        from ..infer import LatentInference, check_new_data, minimize_rows
+
+        Y, mask = check_new_data(self, Ynew, observed)
+        model = self.copy()
+        Yc = np.where(mask, Y - model.Y_mean, 0.0)
+        problem = _RowProjection(model, Yc, mask)
+        n = Y.shape[0]
+        cand = model._nearest_rows(Yc, mask, max(1, int(num_starts)))
+        K = cand.shape[1]
+        keep = int(min(max(1, num_optimised), K))
+        rows_all = np.repeat(np.arange(n), K)
+        mu_v, s_v = model._local_views()
+        flat = cand.ravel()
+        theta_all = np.concatenate([mu_v[flat], s_v[flat]], axis=1)
+        if K > keep:
+            score, _ = problem.value_and_grad(rows_all, theta_all, with_grad=False)
+            score = np.where(np.isfinite(score), score, -np.inf).reshape(n, K)
+            best = np.argsort(-score, axis=1, kind="stable")[:, :keep]
+            chosen = (np.arange(n)[:, None] * K + best).ravel()
+        else:
+            chosen = np.arange(n * K)
+        rows = rows_all[chosen]
+        theta0 = theta_all[chosen]
+        Q = self.latent_dim
+        scale = np.concatenate([np.sqrt(POSITIVE.forward(theta0[:, Q:])), np.ones((theta0.shape[0], Q))], axis=1)
+
+        def negative(i, U):
+            v, g = problem.value_and_grad(rows[i], theta0[i] + scale[i] * U)
+            return -v, -g * scale[i]
+
+        res = minimize_rows(negative, np.zeros_like(theta0), max_iters=max_iters, memory=memory, gtol=gtol,
+                            ftol=ftol)
+        fvals = np.where(np.isfinite(res.f), res.f, np.inf).reshape(n, keep)
+        pick = np.argmin(fvals, axis=1)
+        if not np.all(np.isfinite(fvals[np.arange(n), pick])):
+            raise NumericalError("Projection failed: the objective is not finite at any start of some rows.")
+        theta = (theta0 + scale * res.x)[np.arange(n) * keep + pick]
+        mean, variance = theta[:, :Q].copy(), POSITIVE.forward(theta[:, Q:])
+        density, _ = problem.value_and_grad(np.arange(n), theta, with_grad=False)
+        pred, pred_var = model.predict(mean, variance, include_noise=True)
+        return LatentInference(mean=mean, variance=variance, log_density=density, observed=mask,
+                               prediction=pred, prediction_variance=pred_var)
+
+    def log_density(self, Ynew, observed=None, **options):
+        """(n,) the projected rows' bounds on log p(y*_O | q(u)), nats; see :meth:`infer_latent`."""
+        return self.infer_latent(Ynew, observed=observed, **options).log_density
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(N={self.num_data}, D={self.output_dim}, Q={self.latent_dim}, "
+                f"M={self.num_inducing}, batch_size={self.batch_size}, kernel={self._kernel!r})")
+
+
+class _RowProjection:
+    """Per-row bound of new rows with every global parameter fixed.
+
+    For row n with observed mask o (|O| = Dn entries), centred y:
+
+        F_n = Dn/2 log(beta / 2 pi) - beta/2 sum_O y^2 + beta Psi1_n . h_n - beta Dn/2 psi0_n
+              + <G_n, Psi2_n> - KL(q(x_n)),
+        h_n = Mw (o * y_n), G_n = beta Dn/2 (Kmm^-1 - Sw) - beta/2 Mw diag(o) Mw^T,
+
+    with Mw = L^-T m, Sw = L^-T S L^-1.  ``value_and_grad(rows, theta)``:
+    theta (r, 2Q) = [mu, unconstrained variances]; values (r,), gradients (r, 2Q).
+    """
+
+    def __init__(self, model, Yc, mask):
+        from ..infer import PointPsi
+
+        kern, Z, L, Mw, Rw, beta = model._posterior()
+        self.Q = model.latent_dim
+        self.beta = beta
+        self.point_psi = PointPsi(kern, Z)
+        mf = mask.astype(float)
+        self.Dn = mf.sum(axis=1)
+        self.s = np.sum(Yc * Yc * mf, axis=1)
+        self.h = (Yc * mf) @ Mw.T  # (n, M)
+        self.KmS = chol_inverse(L) - Rw @ Rw.T
+        self.Mw = Mw
+        self.mf = mf
+
+    def value_and_grad(self, rows, theta, *, with_grad=True):
+        Q, beta = self.Q, self.beta
+        mu = np.ascontiguousarray(theta[:, :Q])
+        S = POSITIVE.forward(theta[:, Q:])
+        Dn, s, h, mf = self.Dn[rows], self.s[rows], self.h[rows], self.mf[rows]
+        psi0, Psi1, Psi2 = self.point_psi.forward(mu, S)
+        PM = np.einsum("nmk,kd->nmd", Psi2, self.Mw)  # Psi2_n Mw, (r, M, D)
+        quad = np.einsum("md,nmd,nd->n", self.Mw, PM, mf)
+        value = (0.5 * Dn * (np.log(beta) - LOG_2PI) - 0.5 * beta * s + beta * np.sum(Psi1 * h, axis=1)
+                 - 0.5 * beta * Dn * psi0 + 0.5 * beta * Dn * np.einsum("nmk,mk->n", Psi2, self.KmS)
+                 - 0.5 * beta * quad - _kl_rows(mu, S))
+        if not with_grad:
+            return value, None
+        G2 = (0.5 * beta * Dn)[:, None, None] * self.KmS[None] \
+            - 0.5 * beta * np.einsum("md,nd,kd->nmk", self.Mw, mf, self.Mw)
+        dmu, dS = self.point_psi.backward(-0.5 * beta * Dn, beta * h, G2)
+        dmu -= mu
+        dS -= 0.5 * (1.0 - 1.0 / S)
+        dS *= POSITIVE.grad_factor(theta[:, Q:])
+        value = np.where(np.isfinite(value), value, -np.inf)
+        return value, np.concatenate([dmu, dS], axis=1)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _positive_int(value, name) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigurationError(f"Expected {name} as a positive integer, got {value!r} instead.")
+    return int(value)
+
+
+def _check_data(Y):
+    """Y as given when it is a numeric 2-D numpy array (a memmap stays a memmap), else as an array."""
+    if not isinstance(Y, np.ndarray):
+        Y = np.asarray(Y)
+    if Y.dtype == bool or not (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)):
+        raise ShapeError(f"Expected Y to be a real numeric array, got dtype {Y.dtype} instead.")
+    if Y.ndim != 2 or Y.shape[0] < 2 or Y.shape[1] < 1:
+        raise ShapeError(f"Expected Y to be 2-D with shape (N, D), N >= 2, D >= 1, got shape {Y.shape} instead.")
+    return Y
+
+
+__all__ = ["StochasticBayesianGPLVM", "SuffStats", "UncollapsedBound", "optimal_q", "uncollapsed_bound"]

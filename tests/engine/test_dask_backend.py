@@ -1,0 +1,144 @@
+"""DaskBackend: the Bayesian GP-LVM's row sums over row chunks on a dask.distributed LocalCluster."""
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import engine  # noqa: E402
+from engine.backends.dask import DaskBackend, DaskBackendError  # noqa: E402
+
+N, D, Q, M = 90, 4, 2, 6
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                                       silence_logs=50)
+    client = distributed.Client(cluster)
+    try:
+        yield cluster, client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-2, 2, size=(N, 1))
+    return np.hstack([np.sin(t), np.cos(t), t, t ** 2]) + 0.1 * rng.standard_normal((N, D))
+
+
+def _pair(client, chunks=25):
+    Y = _data()
+    local = engine.BayesianGPLVM(Y, Q, num_inducing=M)
+    remote = engine.BayesianGPLVM(Y, Q, num_inducing=M, backend=DaskBackend(client, chunks=chunks))
+    rng = np.random.default_rng(1)
+    values = dict(X_variance=rng.uniform(0.05, 0.8, size=(N, Q)), Z=local.Z + 0.1 * rng.standard_normal((M, Q)))
+    local.set_parameters(**values)
+    remote.set_parameters(**values)
+    return local, remote
+
+
+def _assert_close(a, b, rtol=1e-10):
+    scale = max(float(np.max(np.abs(a))), 1e-300)
+    assert float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) <= rtol * scale
+
+
+def test_bound_and_every_gradient_equal_the_local_backend(cluster):
+    _, client = cluster
+    for chunks in (25, 90, 7):
+        local, remote = _pair(client, chunks)
+        assert remote.backend.num_chunks == -(-N // chunks)
+        assert remote.objective() == pytest.approx(local.objective(), rel=1e-10)
+        g_local, g_remote = local.objective_gradients(), remote.objective_gradients()
+        assert set(g_local) == set(g_remote)
+        for name in g_local:
+            _assert_close(g_local[name], g_remote[name])
+
+
+def test_a_fit_gives_the_same_trace(cluster):
+    _, client = cluster
+    local, remote = _pair(client)
+    r_local = engine.fit(local, optimizer="lbfgs", max_iters=15)
+    r_remote = engine.fit(remote, optimizer="lbfgs", max_iters=15)
+    assert r_local.iterations == r_remote.iterations
+    trace_l = np.array([h[1] for h in r_local.history])
+    trace_r = np.array([h[1] for h in r_remote.history])
+    np.testing.assert_allclose(trace_r, trace_l, rtol=1e-9)
+    _assert_close(local.get_free(), remote.get_free(), rtol=1e-7)
+
+
+def test_tasks_run_on_the_workers(cluster):
+    _, client = cluster
+    _, remote = _pair(client, chunks=10)
+    pids = remote.backend.worker_pids()
+    assert len(pids) == 2 and os.getpid() not in pids.values()
+    with distributed.get_task_stream(client) as stream:
+        remote.objective_gradients()
+    tasks = [t for t in stream.data if t["key"].startswith(("_chunk_forward", "_chunk_backward"))]
+    assert {t["key"].split("-")[0] for t in tasks} == {"_chunk_forward", "_chunk_backward"}
+    assert len(tasks) == 2 * remote.backend.num_chunks
+    assert {t["worker"] for t in tasks} == set(pids)  # both workers took part
+
+
+def test_data_are_scattered_once_and_stay_on_the_workers(cluster):
+    _, client = cluster
+    _, remote = _pair(client, chunks=30)
+    held = client.who_has(remote.backend._futures)
+    assert len(held) == 3 and all(len(w) == 1 for w in held.values())
+    before = dict(held)
+    remote.objective_gradients()
+    remote.objective_gradients()
+    assert client.who_has(remote.backend._futures) == before
+
+
+def test_a_worker_killed_mid_fit_is_recovered_or_reported(cluster):
+    cl, client = cluster
+    local, remote = _pair(client, chunks=15)
+    pids = remote.backend.worker_pids()
+    victim = sorted(pids)[0]
+
+    def kill_at_third(snapshot):
+        if snapshot.iteration == 3:
+            os.kill(pids[victim], signal.SIGKILL)
+
+    r_local = engine.fit(local, optimizer="lbfgs", max_iters=8)
+    try:
+        r_remote = engine.fit(remote, optimizer="lbfgs", max_iters=8, callback=kill_at_third)
+    except engine.EngineError as exc:  # a clear, typed error is acceptable
+        assert isinstance(exc, DaskBackendError) and "worker" in str(exc)
+    else:  # the fit recovered: lost chunks scattered again, same trace as the local fit
+        np.testing.assert_allclose([h[1] for h in r_remote.history], [h[1] for h in r_local.history], rtol=1e-9)
+    # the cluster is usable afterwards (the nanny restarts the worker)
+    deadline = time.time() + 30
+    while len(client.scheduler_info()["workers"]) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    _, again = _pair(client)
+    assert np.isfinite(again.objective())
+
+
+def test_a_cluster_without_workers_is_a_clear_error():
+    class NoWorkers:
+        def scatter(self, *a, **k):
+            raise AssertionError
+
+        def submit(self, *a, **k):
+            raise AssertionError
+
+        def scheduler_info(self):
+            return {"workers": {}}
+
+    with pytest.raises(DaskBackendError, match="no workers"):
+        engine.BayesianGPLVM(_data(), Q, num_inducing=M, backend=DaskBackend(NoWorkers()))
+
+
+def test_bad_settings_are_configuration_errors(cluster):
+    _, client = cluster
+    with pytest.raises(engine.ConfigurationError):
+        DaskBackend(client, chunks=0)
+    with pytest.raises(engine.ConfigurationError):
+        DaskBackend(object())

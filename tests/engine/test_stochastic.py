@@ -1,0 +1,303 @@
+"""StochasticBayesianGPLVM: the SVI bound, its minibatch estimate, gradients, memmap input, fitting."""
+import threading
+
+import numpy as np
+import pytest
+
+import engine
+from engine.models.stochastic import StochasticBayesianGPLVM
+
+N, D, Q, M = 60, 5, 2, 8
+
+
+def _data(seed=0, n=N):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-2, 2, size=(n, 1))
+    W = rng.standard_normal((2, D))
+    return np.hstack([np.sin(t), np.cos(2 * t)]) @ W + 0.1 * rng.standard_normal((n, D))
+
+
+def _model(seed=0, batch_size=20, random_q=True, **kwargs):
+    m = StochasticBayesianGPLVM(_data(seed), Q, num_inducing=M, batch_size=batch_size, **kwargs)
+    rng = np.random.default_rng(seed + 1)
+    m.set_parameters(X_variance=rng.uniform(0.05, 0.8, size=(N, Q)),
+                     X_mean=m.X_mean + 0.1 * rng.standard_normal((N, Q)))
+    if random_q:  # away from the optimum, so every gradient term matters
+        q_sqrt = np.tril(0.3 * rng.standard_normal((M, M)), -1) + np.diag(rng.uniform(0.3, 1.0, M))
+        m.set_parameters(q_mu=rng.standard_normal((M, D)), q_sqrt=q_sqrt)
+    return m
+
+
+# ------------------------------------------------------------------ the bound
+
+
+def test_minibatch_estimates_of_a_partition_average_to_the_full_bound():
+    m = _model()
+    full = m.objective()
+    for seed in range(3):
+        parts = np.random.default_rng(seed).permutation(N).reshape(3, 20)
+        estimates = [m.minibatch_objective(rows) for rows in parts]
+        assert np.mean(estimates) == pytest.approx(full, rel=1e-11, abs=1e-9)
+    # and the estimates differ from batch to batch (it is an estimate, not the bound itself)
+    assert np.std(estimates) > 1e-3 * abs(full)
+
+
+def test_minibatch_gradients_of_a_partition_average_to_the_full_gradients():
+    m = _model()
+    full = m.objective_gradients()
+    parts = np.arange(N).reshape(3, 20)
+    grads = [m.minibatch_objective(rows, gradients=True)[1] for rows in parts]
+    for name, g in full.items():
+        if name in ("X_mean", "X_variance"):
+            # each row is in one batch, where its gradient is scaled by N / B
+            est = np.concatenate([gr[name] for gr in grads]) / 3.0
+        else:
+            est = np.mean([gr[name] for gr in grads], axis=0)
+        np.testing.assert_allclose(est, g, rtol=1e-9, atol=1e-9 * max(1.0, np.max(np.abs(g))), err_msg=name)
+
+
+def test_full_batch_at_the_optimal_q_equals_the_collapsed_bound():
+    m = _model(batch_size=N, random_q=False)
+    values = m.parameters
+    c = engine.BayesianGPLVM(_data(0), Q, num_inducing=M, X=values["X_mean"], Z=values["Z"], kernel=m.kernel,
+                             noise_variance=values["noise_variance"])
+    c.set_parameters(X_variance=values["X_variance"])
+    c.jitter = m.jitter
+    m.reset_q_u()  # q(u) at its optimum for the full data
+    collapsed = c.objective()
+    assert m.objective() == pytest.approx(collapsed, rel=1e-8)
+    assert m.minibatch_objective(np.arange(N)) == pytest.approx(collapsed, rel=1e-8)
+    # the optimum: the bound's gradient w.r.t. q(u) vanishes, every other gradient is the collapsed one's
+    g, gc = m.objective_gradients(), c.objective_gradients()
+    assert np.max(np.abs(g["q_mu"])) < 1e-6 * np.max(np.abs(g["X_mean"]))
+    for name in gc:
+        np.testing.assert_allclose(g[name], gc[name], rtol=1e-6, atol=1e-6 * np.max(np.abs(gc[name])),
+                                   err_msg=name)
+
+
+def test_any_other_q_gives_a_lower_bound_than_the_collapsed_one():
+    m = _model(batch_size=N)
+    before = m.objective()
+    m.reset_q_u()
+    assert m.objective() > before
+
+
+# ------------------------------------------------------------------ gradients
+
+
+def _fd_along(m, rows, name, direction, h=1e-6):
+    base = m.parameters[name]
+    out = []
+    for sign in (1.0, -1.0):
+        m.set_parameters(**{name: base + sign * h * direction})
+        out.append(m.minibatch_objective(rows))
+    m.set_parameters(**{name: base})
+    return (out[0] - out[1]) / (2 * h)
+
+
+@pytest.mark.parametrize("name", ["X_mean", "X_variance", "Z", "variance", "lengthscales", "noise_variance",
+                                  "q_mu", "q_sqrt"])
+def test_minibatch_gradients_match_finite_differences(name):
+    m = _model()
+    rows = np.array([41, 3, 17, 8, 30, 59, 22, 11, 5, 47])  # unsorted on purpose
+    _, grads = m.minibatch_objective(rows, gradients=True)
+    rng = np.random.default_rng(7)
+    shape = np.shape(m.parameters[name])
+    direction = rng.standard_normal(shape)
+    if name == "q_sqrt":
+        direction = np.tril(direction)
+    if name in ("X_mean", "X_variance"):
+        analytic = float(np.sum(grads[name] * direction[rows]))
+        mask = np.zeros(shape)
+        mask[rows] = 1.0
+        direction = direction * mask
+        if name == "X_variance":
+            direction *= 0.01
+            analytic *= 0.01
+    else:
+        analytic = float(np.sum(grads[name] * direction))
+    numeric = _fd_along(m, rows, name, direction)
+    assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-6)
+
+
+def test_full_bound_gradients_match_finite_differences():
+    m = _model()
+    assert m.checkgrad() < 1e-5
+
+
+# ------------------------------------------------------------------ memmap input
+
+
+_READS = {"rows": 0, "whole": 0}
+
+
+class CountingMemmap(np.memmap):
+    """A memmap that counts the rows its indexing reads and any operation on the whole array."""
+
+    _top = False
+
+    def __getitem__(self, key):
+        if self._top:
+            rows = key[0] if isinstance(key, tuple) else key
+            _READS["rows"] += int(np.arange(self.shape[0])[rows].size)
+        return super().__getitem__(key)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(isinstance(x, CountingMemmap) and x._top for x in inputs):
+            _READS["whole"] += 1
+        inputs = tuple(np.asarray(x).view(np.ndarray) if isinstance(x, CountingMemmap) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        # memmap's own bookkeeping asks whether views share memory: no data are read
+        if func not in (np.may_share_memory, np.shares_memory) and any(isinstance(x, CountingMemmap) and x._top for x in args):
+            _READS["whole"] += 1
+        return super().__array_function__(func, types, args, kwargs)
+
+
+def _counting_memmap(path, Y):
+    w = np.memmap(path, dtype=np.float64, mode="w+", shape=Y.shape)
+    w[:] = Y
+    w.flush()
+    del w
+    Ym = CountingMemmap(path, dtype=np.float64, mode="r", shape=Y.shape)
+    Ym._top = True
+    return Ym
+
+
+def test_memmap_input_is_read_only_by_minibatch_rows(tmp_path):
+    n, B = 2000, 64
+    Y = _data(3, n)
+    Ym = _counting_memmap(tmp_path / "Y.dat", Y)
+    _READS.update(rows=0, whole=0)
+    m = StochasticBayesianGPLVM(Ym, Q, num_inducing=M, batch_size=B, chunk_size=500)
+    assert _READS["whole"] == 0
+    built = _READS["rows"]
+    assert built <= 2 * n + 1024  # the mean/scatter pass, the PCA scores and q(u)'s starting sample
+    assert m.data is Ym  # never copied
+    _READS.update(rows=0, whole=0)
+    iters = 25
+    engine.fit(m, optimizer="svi", max_iters=iters, evaluate_final=False)
+    assert _READS["whole"] == 0
+    assert _READS["rows"] == iters * B
+    # the full bound reads every row once, in chunks
+    _READS.update(rows=0, whole=0)
+    value = m.objective()
+    assert _READS["rows"] == n and _READS["whole"] == 0
+    # the same data in memory give the same model and bound
+    m2 = StochasticBayesianGPLVM(Y, Q, num_inducing=M, batch_size=B, chunk_size=500)
+    engine.fit(m2, optimizer="svi", max_iters=iters, evaluate_final=False)
+    assert m2.objective() == pytest.approx(value, rel=1e-10)
+
+
+def test_rejects_non_finite_data_with_a_clear_message():
+    Y = _data()
+    Y[5, 2] = np.nan
+    with pytest.raises(engine.ShapeError, match="missing values"):
+        StochasticBayesianGPLVM(Y, Q, num_inducing=M)
+
+
+# ------------------------------------------------------------------ fitting
+
+
+def test_svi_fit_raises_the_full_bound_and_reports_snapshots():
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    start = m.objective()
+    seen = []
+    result = engine.fit(m, optimizer="svi", max_iters=300, callback=seen.append, learning_rate=0.02)
+    assert result.iterations == 300 and len(seen) == 300 and len(result.history) == 300
+    assert isinstance(seen[-1], engine.Snapshot) and seen[-1].optimizer == "svi"
+    assert seen[-1].X_mean.shape == (N, Q) and seen[-1].relevance.shape == (Q,)
+    assert result.objective == pytest.approx(m.objective(), rel=1e-12)
+    assert result.objective > start + 10.0
+
+
+def test_model_default_optimiser_is_svi_and_fit_is_reproducible():
+    a = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    b = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    ra = a.fit(max_iters=40)
+    rb = engine.fit(b, max_iters=40)
+    assert [h[1] for h in ra.history] == [h[1] for h in rb.history]
+    np.testing.assert_array_equal(a.get_free(), b.get_free())
+
+
+def test_stop_and_pause():
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    stop, pause = threading.Event(), threading.Event()
+
+    def callback(s):
+        if s.iteration == 3:
+            pause.set()
+            threading.Timer(0.2, pause.clear).start()
+        if s.iteration == 5:
+            stop.set()
+
+    result = engine.fit(m, optimizer="svi", max_iters=100, callback=callback, stop=stop, pause=pause)
+    assert result.stopped and result.iterations == 5 and not result.converged
+
+
+def test_fixed_parameters_do_not_move():
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    m.fix("Z", "lengthscales", "X_variance")
+    before = m.parameters
+    engine.fit(m, optimizer="svi", max_iters=30)
+    after = m.parameters
+    for name in ("Z", "lengthscales", "X_variance"):
+        np.testing.assert_array_equal(after[name], before[name])
+    assert not np.array_equal(after["X_mean"], before["X_mean"])
+    assert not np.array_equal(after["q_mu"], before["q_mu"])
+
+
+def test_svi_is_refused_by_other_models_and_other_optimisers_work_here():
+    with pytest.raises(engine.ConfigurationError, match="svi"):
+        engine.fit(engine.SparseGPLVM(_data(), Q, num_inducing=M), optimizer="svi", max_iters=2)
+    m = _model()
+    start = m.objective()
+    result = engine.fit(m, optimizer="lbfgs", max_iters=20)
+    assert result.objective > start
+
+
+# ------------------------------------------------------------------ prediction, projection, files
+
+
+def test_predict_matches_the_collapsed_model_at_the_optimal_q():
+    m = _model(batch_size=N, random_q=False)
+    m.reset_q_u()
+    values = m.parameters
+    c = engine.BayesianGPLVM(_data(0), Q, num_inducing=M, X=values["X_mean"], Z=values["Z"], kernel=m.kernel,
+                             noise_variance=values["noise_variance"])
+    c.set_parameters(X_variance=values["X_variance"])
+    c.jitter = m.jitter
+    Xs = np.random.default_rng(2).standard_normal((7, Q))
+    for Sv in (None, np.full((7, Q), 0.2)):
+        mean, var = m.predict(Xs, Sv, include_noise=True)
+        mean_c, var_c = c.predict(Xs, Sv, include_noise=True)
+        assert mean.shape == var.shape == (7, D)
+        np.testing.assert_allclose(mean, mean_c, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(var, var_c, rtol=1e-6, atol=1e-8)
+
+
+def test_infer_latent_of_training_rows_and_partial_rows():
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    engine.fit(m, optimizer="svi", max_iters=200, learning_rate=0.02)
+    Y = _data()[:6].copy()
+    res = m.infer_latent(Y)
+    assert res.mean.shape == res.variance.shape == (6, Q)
+    assert res.prediction.shape == res.prediction_variance.shape == (6, D)
+    assert np.all(res.variance > 0) and np.all(np.isfinite(res.log_density))
+    # the projection of a training row is at least as good (by its own bound) as the row's q(x_n)
+    Y[0, :2] = np.nan
+    part = m.infer_latent(Y)
+    assert part.observed[0].sum() == D - 2 and np.all(np.isfinite(part.prediction))
+
+
+def test_save_and_load_round_trip(tmp_path):
+    from engine.io import load_model, save_model
+
+    m = _model()
+    path = tmp_path / "svi.npz"
+    save_model(m, path)
+    loaded = load_model(path)
+    assert type(loaded) is StochasticBayesianGPLVM
+    assert loaded.objective() == pytest.approx(m.objective(), rel=1e-12)
+    np.testing.assert_array_equal(loaded.parameters["q_sqrt"], m.parameters["q_sqrt"])
