@@ -27,6 +27,7 @@ relevant in that view alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -145,7 +146,7 @@ class MRD(LatentVariableModel):
         for v in range(V):
             p = view_prefix(v)
             specs.append(self._free_spec(p + "Z", Z[v].shape))
-            specs += [ParameterSpec(p + name, np.shape(value), POSITIVE) for name, value in kernels[v].params.items()]
+            specs += [dataclasses.replace(spec, name=p + spec.name) for spec in self._kernel_specs(kernels[v])]
             specs.append(ParameterSpec(p + "noise_variance", (), POSITIVE))
             values[p + "Z"] = Z[v]
             values[p + "noise_variance"] = float(noise_variances[v])
