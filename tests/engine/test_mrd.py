@@ -89,11 +89,33 @@ def test_views_predict_and_infer():
     assert res.prediction.shape == (3, Y1.shape[1])
     other, other_var = model.predict(res.mean, res.variance, view=1)
     assert other.shape == other_var.shape == (3, Y2.shape[1])
-    # all columns side by side, only view 0 observed: the same as view=0
+    with pytest.raises(engine.ConfigurationError):
+        model.predict(Xs, view=2)
+
+
+def test_projection_from_all_views_sums_the_view_terms():
+    Y1, Y2, _ = two_views(N=40, seed=2)
+    model = engine.MRD([Y1, Y2], 3, num_inducing=8)
+    engine.fit(model, max_iters=100)
+    # all columns side by side, only view 0 observed: the view-0 projection (its terms alone)
     Yall = np.hstack([Y1[:3], np.full((3, Y2.shape[1]), np.nan)])
-    np.testing.assert_allclose(model.infer_latent(Yall).mean, res.mean)
-    with pytest.raises(engine.UnsupportedOperationError):
-        model.infer_latent(np.hstack([Y1[:1], Y2[:1]]))
+    joint, single = model.infer_latent(Yall), model.infer_latent(Y1[:3], view=0)
+    np.testing.assert_allclose(joint.mean, single.mean, atol=1e-4)
+    np.testing.assert_allclose(joint.log_density, single.log_density, rtol=1e-5)
+    assert joint.prediction.shape == (3, Y1.shape[1] + Y2.shape[1])
+    # both views observed: training rows land at their q(x_n), overall tighter than from either view alone
+    both = model.infer_latent(np.hstack([Y1[:5], Y2[:5]]))
+    sd = np.sqrt(model.X_variance[:5] + both.variance)
+    assert np.all(np.abs(both.mean - model.X_mean[:5]) < 4 * sd)
+    for v, Yv in enumerate((Y1, Y2)):
+        alone = model.infer_latent(Yv[:5], view=v)
+        assert np.sum(both.variance) < np.sum(alone.variance)
+
+
+def test_view_errors():
+    Y1, Y2, _ = two_views(N=20)
+    model = engine.MRD([Y1, Y2], 2, num_inducing=5)
+    Xs = model.X_mean[:2]
     with pytest.raises(engine.ConfigurationError):
         model.predict(Xs, view=2)
 
