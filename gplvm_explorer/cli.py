@@ -75,10 +75,11 @@ def main(argv=None) -> int:
         print(f"Data file: {summary}", flush=True)
     import panel as pn
 
-    from gplvm_explorer import app, session, warmup
+    from gplvm_explorer import app, warmup
+    from gplvm_explorer.training.worker import configure_limiter
 
     if args.max_trainings is not None:
-        session.configure_limiter(args.max_trainings)
+        configure_limiter(args.max_trainings)
     warmup.start()
     origins = [f"{args.address}:{args.port}", f"localhost:{args.port}"]
     if args.allow_websocket_origin:

@@ -235,7 +235,7 @@ def _hover_and_click_points(page, guard: Guard):
 
 
 def _open_every_view(page, guard: Guard):
-    """Expand collapsed cards, select every tab, open every details element."""
+    """Select every tab, expand every collapsed card, follow the pointer over points."""
     for _ in range(2):
         for tab in page.get_by_role("tab").all():
             try:
@@ -243,12 +243,17 @@ def _open_every_view(page, guard: Guard):
                 time.sleep(0.3)
             except Exception:  # noqa: BLE001
                 pass
-        page.evaluate(
-            """() => { const visit = (root) => { for (const el of root.querySelectorAll('*')) {
-                 if (el.classList && el.classList.contains('card-button') && el.closest('.card') &&
-                     el.closest('.card').classList.contains('collapsed')) el.click();
-                 if (el.shadowRoot) visit(el.shadowRoot); } }; visit(document); }"""
+        opened = page.evaluate(
+            """() => { let n = 0;
+                 function* walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* walk(c); } }
+                 for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
+                   const m = v.model;
+                   if (m && typeof m.collapsed === 'boolean' && m.collapsed) { m.collapsed = false; n++; }
+                 }
+                 return n; }"""
         )
+        if opened:
+            time.sleep(1.0)
         time.sleep(0.5)
     for label in ("Follow the pointer",):
         box = page.get_by_label(label)
@@ -257,6 +262,9 @@ def _open_every_view(page, guard: Guard):
                 box.first.check(timeout=2000)
             except Exception:  # noqa: BLE001
                 pass
+    for px, py in page.evaluate(HOSTILE_POINTS, MARK)[:5]:  # reconstructions follow the pointer
+        page.mouse.move(px, py)
+        time.sleep(0.3)
     time.sleep(0.5)
     guard.check("after opening every view")
 
