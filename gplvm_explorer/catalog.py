@@ -102,6 +102,8 @@ class ModelSpec:
     """One trainable model: how to name it, build it and what it costs.
 
     ``memory`` and ``seconds`` are functions of ``(N, D, Q, M)``.
+    ``handles_missing``: the model trains on data with missing (NaN) cells as
+    they are; for the others the app fills or drops them first.
     """
 
     key: str
@@ -114,6 +116,7 @@ class ModelSpec:
     memory: Callable[[int, int, int, int], float] = field(repr=False)
     seconds: Callable[[int, int, int, int], float] = field(repr=False)
     cheaper: str = ""  # what to suggest when it is too big
+    handles_missing: bool = False  # trains on NaN entries as missing (others need complete data)
 
     def cost(self, n: int, d: int, q: int, m: int) -> Cost:
         m = m if self.uses_inducing else 0
@@ -156,12 +159,14 @@ CATALOG: dict[str, ModelSpec] = {
             engine_class="BayesianGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
             uncertain_latents=True, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
+            handles_missing=True,
         ),
         ModelSpec(
             key="sparse", display_name="Sparse GP-LVM", objective_name="ELBO",
             engine_class="SparseGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
             uncertain_latents=False, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: 0.5 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
+            handles_missing=True,
         ),
         ModelSpec(
             key="gplvm", display_name="GP-LVM (exact)", objective_name="log-likelihood",
