@@ -26,6 +26,7 @@ FLOW_PER_CLASS = 150
 FLOW_D = 12
 SWISS_N = 400
 SWISS_BUCKETS = 8
+OCCLUDED_FRACTION = 0.5  # of the images, each with one quarter hidden
 
 
 def _angle_labels(angles: np.ndarray) -> np.ndarray:
@@ -78,6 +79,29 @@ def rotating_scaled_glyph(seed: int = 0) -> Dataset:
             f"dimensions. Label: angle bucket of {ANGLE_BUCKET} degrees."
         ),
         label_name=f"angle ({ANGLE_BUCKET} degree bucket)",
+    )
+
+
+def occluded_glyph(seed: int = 0) -> Dataset:
+    """The rotating glyph with one quarter of every second image hidden (NaN = missing)."""
+    base = rotating_glyph(seed)
+    rng = np.random.default_rng([seed, 1])  # its own stream: the images equal rotating_glyph(seed)
+    n, half = GLYPH_N, GLYPH_SIZE // 2
+    rows = np.sort(rng.choice(n, int(round(OCCLUDED_FRACTION * n)), replace=False))
+    quarters = rng.integers(0, 4, rows.size)
+    Y = base.values.reshape(n, GLYPH_SIZE, GLYPH_SIZE).copy()
+    for r, q in zip(rows, quarters):
+        top, left = divmod(int(q), 2)
+        Y[r, top * half:(top + 1) * half, left * half:(left + 1) * half] = np.nan
+    return base.replace(
+        values=Y.reshape(n, GLYPH_SIZE * GLYPH_SIZE),
+        name="occluded-glyph",
+        description=(
+            f"The rotating-glyph images ({GLYPH_N} of {GLYPH_SIZE}x{GLYPH_SIZE}) with one quarter "
+            f"({half}x{half} pixels) hidden in {rows.size} of them: their pixels are missing (NaN), "
+            f"{rows.size * half * half} cells in all. The Bayesian and sparse GP-LVMs train on the "
+            "visible pixels and fill in the hidden quarters; compare with the column means."
+        ),
     )
 
 

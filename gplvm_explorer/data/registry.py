@@ -15,7 +15,8 @@ from .dataset import Dataset, SampleInfo
 from .errors import DataError
 from .generators import (
     ANGLE_BUCKET, FLOW_D, FLOW_PER_CLASS, GLYPH_N, GLYPH_SCALED_N, GLYPH_SIZE, SWISS_BUCKETS,
-    SWISS_N, rotating_glyph, rotating_scaled_glyph, sklearn_digits, swiss_roll, three_phase_flow,
+    SWISS_N, occluded_glyph, rotating_glyph, rotating_scaled_glyph, sklearn_digits, swiss_roll,
+    three_phase_flow,
 )
 from .prepare import check_seed, prepare
 
@@ -53,6 +54,13 @@ _REGISTRY: tuple[_Sample, ...] = (
                    "A rolled-up 2-D sheet; PCA initialisation fails, Isomap works.",
                    (SWISS_N, 3), None, f"position along roll ({SWISS_BUCKETS} segments)"),
         swiss_roll,
+    ),
+    _Sample(
+        SampleInfo("occluded-glyph", "Glyph with hidden quarters (missing pixels)",
+                   "The rotating '7' with a quarter of every second image missing: the model fills it in.",
+                   (GLYPH_N, GLYPH_SIZE ** 2), (GLYPH_SIZE, GLYPH_SIZE),
+                   f"angle ({ANGLE_BUCKET} degree bucket)"),
+        occluded_glyph,
     ),
     _Sample(
         SampleInfo("digits", "Handwritten digits 8x8 (scikit-learn)",
