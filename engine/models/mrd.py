@@ -11,15 +11,18 @@ with F_v the collapsed data term of the Bayesian GP-LVM (Titsias & Lawrence
 latent dimension relevant (large 1 / lengthscale^2) in several views is
 shared by them; one relevant in a single view is private to it.
 
-Inducing inputs per view (the paper's choice; GPy's MRD shares one Z): each
-view's kernel has its own lengthscales, so the locations that summarise one
-view's mapping well need not suit another's, and with V views the cost is
-V times a single view's either way.  All Z_v start at the same subset of the
+Inducing inputs per view (GPy's MRD shares one Z): each view's kernel has
+its own lengthscales, so the locations that summarise one view's mapping
+well need not suit another's (a view's Z can spread along its private
+dimensions and ignore the other views'), and with V views the cost is V
+times a single view's either way.  All Z_v start at the same subset of the
 initial means.
 
 Initialisation: each view is standardised (columns to unit variance, then the
 view scaled by 1 / sqrt(D_v) so that every view weighs the same), the views
-are concatenated and X starts at its principal-component scores.  Each view's
+are concatenated and X starts at its principal-component scores.  (The
+standardisation is for the start only: each view is modelled centred, in
+its own units, with its own kernel variance and noise.)  Each view's
 ARD lengthscales start at 1 / f_vq, with f_vq the share of view v's
 standardised variance that component q explains relative to its best
 component (capped at 1e3), so a component that only one view uses starts
