@@ -51,6 +51,15 @@ class Timing:
         return statistics.median(self.times)
 
     @property
+    def cpu_min(self) -> float:
+        """Least process CPU seconds of a timed call: the work done, all threads counted.
+
+        Less sensitive than wall time to other load on the machine (which
+        takes cores away, not CPU seconds): on a busy machine compare these.
+        """
+        return min(self.cpu) if self.cpu else float("nan")
+
+    @property
     def cpu_per_wall(self) -> float:
         """Median process CPU time over wall time: ~1 single-threaded, ~2 on two busy cores."""
         return statistics.median(c / t for c, t in zip(self.cpu, self.times)) if self.cpu else float("nan")

@@ -31,6 +31,7 @@ settings (aim 12x), >= 10x at M=200, linear in N.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -135,6 +136,9 @@ def compare_at(GPy, model, repeats, label):
           f"{t_gpy.median / ours_pinned.median:.2f}x (median)")
     print(f"{label}: speed-up at equal settings: "
           + ", ".join(f"{setting_name(n)}: {r['GPy'].min / r['ours'].min:.2f}x" for n, r in results.items()))
+    print(f"{label}: CPU time per call (min; all threads; robust to other load): ours default "
+          f"{C.fmt_s(ours_default.cpu_min)}, ours pinned {C.fmt_s(ours_pinned.cpu_min)}, GPy best "
+          f"{C.fmt_s(t_gpy.cpu_min)}; GPy/ours default {t_gpy.cpu_min / ours_default.cpu_min:.2f}x")
     return t_gpy.min / ours_default.min, t_gpy.median / ours_default.median, results, best
 
 
@@ -169,13 +173,32 @@ def entry_points(model, Y, repeats):
         Ynew = Y[:10] + 0.01 * rng.standard_normal(Y[:10].shape)
         calls["infer_latent(10 rows)"] = (lambda: model.infer_latent(Ynew), None)
     results, _ = C.interleaved_over_threads(calls, repeats, thread_counts=SETTINGS, quiet=True)
+    with engine_pinning_disabled():  # what the defaults cost without the engine's own pinning
+        unpinned = C.time_interleaved(calls, repeats=repeats)
     model.set_free(x0)
     print(f"{'entry point':<28} {'default min':>12} {'pinned min':>11} {'default/pinned':>15} "
-          f"{'default median':>15} {'pinned median':>14}")
+          f"{'default median':>15} {'pinned median':>14} {'CPU default':>12} {'CPU pinned':>11} "
+          f"{'no engine pin':>14} {'its CPU':>9}")
     for name in calls:
-        d, q = results[None][name], results[1][name]
+        d, q, u = results[None][name], results[1][name], unpinned[name]
         print(f"{name:<28} {C.fmt_s(d.min):>12} {C.fmt_s(q.min):>11} {d.min / q.min:>15.2f} "
-              f"{C.fmt_s(d.median):>15} {C.fmt_s(q.median):>14}")
+              f"{C.fmt_s(d.median):>15} {C.fmt_s(q.median):>14} {C.fmt_s(d.cpu_min):>12} {C.fmt_s(q.cpu_min):>11} "
+              f"{C.fmt_s(u.min):>14} {C.fmt_s(u.cpu_min):>9}")
+    print("(min wall times; CPU: least process CPU time of a call, all threads; no engine pin: default settings "
+          "with engine._threads' pinning switched off, as before it existed)")
+
+
+@contextlib.contextmanager
+def engine_pinning_disabled():
+    """Switch off the engine's own BLAS pinning (blas_pinned / single_blas_thread) for a comparison."""
+    from engine import _threads
+
+    saved = _threads._enter, _threads._leave
+    _threads._enter = _threads._leave = lambda: None
+    try:
+        yield
+    finally:
+        _threads._enter, _threads._leave = saved
 
 
 def main(argv=None):
