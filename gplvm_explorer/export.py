@@ -1,4 +1,5 @@
-"""Exports as plain functions: latent coordinates (CSV), the model (NPZ), the map (PNG), a summary."""
+"""Exports as plain functions: latent coordinates (CSV), imputed data (CSV), the model (NPZ), the map (PNG),
+a summary."""
 from __future__ import annotations
 
 import io
@@ -16,7 +17,7 @@ from .training.worker import TrainedResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["latent_png", "latent_rgba", "latents_csv", "model_npz", "summary_text", "VARIANCE_CMAP"]
+__all__ = ["imputed_csv", "latent_png", "latent_rgba", "latents_csv", "model_npz", "summary_text", "VARIANCE_CMAP"]
 
 #: Variance shading: light = confident (low variance), dark = uncertain.
 VARIANCE_CMAP = ["#ffffff", "#eef2f7", "#d9e2ec", "#bccada", "#9fb3c8", "#7f98b2", "#5f7d9e", "#34506f"]
@@ -38,6 +39,30 @@ def latents_csv(result: TrainedResult) -> bytes:
             frame[f"var_x{q + 1}"] = S[:, q]
     buf = io.StringIO()
     pd.DataFrame(frame).to_csv(buf, index=False, float_format="%.8g")
+    return buf.getvalue().encode()
+
+
+def imputed_csv(result: TrainedResult) -> bytes:
+    """The training data with its missing cells filled in, as CSV in the file's units.
+
+    Columns: ``index``, ``label`` (when there are labels), then for every
+    feature its value and ``<feature>_std``: 0 for an observed value, the
+    predictive standard deviation for a value the model filled in (the
+    column's spread for a cell filled with the column mean before training).
+    """
+    from .state.imputation import imputed_table
+
+    values, std, _ = imputed_table(result)
+    ds = result.dataset
+    frame = {"index": np.arange(values.shape[0])}
+    labels = ds.labels
+    if labels is not None:
+        frame["label"] = [spreadsheet_safe(v) for v in labels.astype(str)] if labels.dtype.kind in "US" else labels
+    names = [spreadsheet_safe(f"{n}{suffix}") for n in ds.feature_names for suffix in ("", "_std")]
+    interleaved = np.stack([values, std], axis=2).reshape(values.shape[0], -1)  # value, std per feature
+    table = pd.concat([pd.DataFrame(frame), pd.DataFrame(interleaved, columns=names)], axis=1)
+    buf = io.StringIO()
+    table.to_csv(buf, index=False, float_format="%.8g")
     return buf.getvalue().encode()
 
 

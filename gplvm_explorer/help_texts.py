@@ -53,3 +53,20 @@ EXPORT = """\
 model as an NPZ file the engine loads with `engine.io.load_model`; the latent
 map as PNG or as an interactive HTML page. The plot toolbar's save button also
 downloads a PNG of what you see."""
+
+IMPUTATION = """\
+**Imputed values.** Cells missing from the data (empty CSV fields, `NA`, NaN)
+are not guessed before training: the Bayesian and sparse GP-LVMs use only the
+observed cells of each row. Afterwards the model *fills in* each missing cell
+with its prediction at that row's latent position, with a ±2σ band (its
+predictive standard deviation, noise included). Observed values are shown as
+they are. For images, the missing pixels are marked in orange. The exact
+GP-LVM cannot use missing cells: its data are completed first (column means
+or dropped rows). The CSV export has every value and a `_std` column after
+it (0 for observed values)."""
+
+MISSING = """\
+**Missing values.** The Bayesian and sparse GP-LVMs train on rows with missing
+cells as they are. The exact GP-LVM needs complete data: fill the missing
+cells with their column's mean (every row is kept, but the filled values are
+only averages), or drop the rows that have any missing cell."""

@@ -12,6 +12,7 @@ import numpy as np
 import param
 
 from .. import data as data_mod
+from ..text import plain
 from .labels import LabelColouring, colour_labels
 
 logger = logging.getLogger(__name__)
@@ -193,4 +194,18 @@ class LoadedData(param.Parameterized):
             lines.append(f"images of {ds.image_shape[0]} × {ds.image_shape[1]} pixels")
         if ds.scale is not None:
             lines.append("standardised (zero mean, unit variance)")
+        lines += missing_lines(ds)
         return lines
+
+
+def missing_lines(ds, limit: int = 8) -> list[str]:
+    """Plain-text lines about missing cells: the total, then the count per column (the first ``limit``)."""
+    if ds is None or not ds.has_missing:
+        return []
+    per = ds.missing_by_column()
+    rows = int(ds.missing_mask.any(axis=1).sum())
+    lines = [f"missing: {ds.n_missing} cell(s) in {rows} of {ds.n} rows (rows kept), in {len(per)} column(s)"]
+    lines += [f"missing in {plain(name, 40)}: {count}" for name, count in per[:limit]]
+    if len(per) > limit:
+        lines.append(f"… and {len(per) - limit} more column(s) with missing cells")
+    return lines

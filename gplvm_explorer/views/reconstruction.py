@@ -105,8 +105,9 @@ class ReconstructionView(pn.viewable.Viewer):
                             f"{rec.variance:.3g}. Nearest training point #{rec.nearest_index}{shown}.")
         if rec.is_image:
             h, w = rec.image_shape
-            lo = float(min(rec.mean.min(), rec.nearest_values.min()))
-            hi = float(max(rec.mean.max(), rec.nearest_values.max()))
+            # the nearest training image may have missing (NaN) pixels
+            lo = float(min(np.nanmin(rec.mean), np.nanmin(rec.nearest_values, initial=np.inf)))
+            hi = float(max(np.nanmax(rec.mean), np.nanmax(rec.nearest_values, initial=-np.inf)))
             self.mapper.update(low=lo, high=hi if hi > lo else lo + 1.0)
             for fig in (self.pred_fig, self.near_fig):
                 fig.x_range.update(start=0, end=w)
