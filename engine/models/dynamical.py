@@ -18,7 +18,8 @@ Nothing here inverts K_t (a smooth time kernel makes it numerically
 singular).  With B_q = I + Lambda^1/2 K_t Lambda^1/2 (eigenvalues >= 1),
 L_B = chol(B_q) and R_q = Lambda^1/2 B_q^-1 Lambda^1/2:
 
-    S_q  = K_t - K_t R_q K_t,         P_q = K_t^-1 S_q = I - R_q K_t,
+    S_q  = K_t - K_t R_q K_t = Lambda^-1/2 (I - B_q^-1) Lambda^-1/2,
+    P_q  = K_t^-1 S_q = I - R_q K_t = Lambda^1/2 B_q^-1 Lambda^-1/2,
     KL_q = 1/2 (tr B_q^-1 + mu_bar_q^T K_t mu_bar_q - N + log|B_q|).
 
 Gradients (g = dF/dmu_q, h = dF/d diag S_q from the data term, (N,)):
@@ -66,16 +67,17 @@ class TimeFactors(NamedTuple):
     """The reparameterised q(X) at one set of parameters.
 
     K: (N, N) time kernel matrix; mu, S: (N, Q) marginal means and variances;
-    Sfull, P: (Q, N, N) full covariances S_q and P_q = K_t^-1 S_q; kl: float,
-    sum_q KL(q(x_q) || N(0, K_t)); dkl_mu_bar, dkl_lambdas: (N, Q) and
-    dkl_K: (N, N), its gradients.
+    Sfull, Binv: (Q, N, N) full covariances S_q and B_q^-1; r: (N, Q)
+    sqrt(lambdas); kl: float, sum_q KL(q(x_q) || N(0, K_t)); dkl_mu_bar,
+    dkl_lambdas: (N, Q) and dkl_K: (N, N), its gradients.
     """
 
     K: np.ndarray
     mu: np.ndarray
     S: np.ndarray
     Sfull: np.ndarray
-    P: np.ndarray
+    Binv: np.ndarray
+    r: np.ndarray
     kl: float
     dkl_mu_bar: np.ndarray
     dkl_lambdas: np.ndarray
@@ -102,12 +104,15 @@ def time_factors(K, mu_bar, lambdas) -> TimeFactors:
     """Marginals of q(X), the KL to the GP prior and its gradients (module docstring).
 
     K: (N, N) time kernel matrix; mu_bar, lambdas: (N, Q), lambdas > 0.
+    Everything comes from B^-1 (Lambda = diag(lambda_q), r = sqrt(lambda_q)):
+    S = Lambda^-1/2 (I - B^-1) Lambda^-1/2 and P = K^-1 S = Lambda^1/2 B^-1 Lambda^-1/2,
+    so one Cholesky, its inverse and one product per latent dimension.
     """
     N, Q = mu_bar.shape
     mu = K @ mu_bar
     S = np.empty((N, Q))
     Sfull = np.empty((Q, N, N))
-    P = np.empty((Q, N, N))
+    Binvs = np.empty((Q, N, N))
     dlam = np.empty((N, Q))
     dK = 0.5 * (mu_bar @ mu_bar.T)
     kl = 0.5 * float(np.sum(mu_bar * mu)) - 0.5 * N * Q
@@ -116,15 +121,16 @@ def time_factors(K, mu_bar, lambdas) -> TimeFactors:
         lam = lambdas[:, q]
         LB, r = _chol_B(K, lam)
         Binv = chol_inverse(LB)
-        R = r[:, None] * Binv * r[None, :]
-        Pq = eye - R @ K
-        Sq = _sym(K @ Pq)
-        Sfull[q], P[q] = Sq, Pq
+        ri = 1.0 / r
+        Sq = ri[:, None] * (eye - Binv) * ri[None, :]
+        Sfull[q], Binvs[q] = Sq, Binv
         S[:, q] = np.maximum(np.diag(Sq), _MIN_VARIANCE)
         kl += 0.5 * float(np.trace(Binv)) + float(np.sum(np.log(np.diag(LB))))
         dlam[:, q] = 0.5 * (Sq * Sq) @ lam
-        dK += 0.5 * (R - (Pq * lam) @ Pq.T)
-    return TimeFactors(K, mu, S, Sfull, P, kl, mu.copy(), dlam, _sym(dK))
+        # dKL/dK = 1/2 (mu_bar mu_bar^T + R - P Lambda P^T) with R = Lambda^1/2 B^-1 Lambda^1/2
+        # and P Lambda P^T = Lambda^1/2 B^-2 Lambda^1/2
+        dK += 0.5 * r[:, None] * (Binv - Binv @ Binv) * r[None, :]
+    return TimeFactors(K, mu, S, Sfull, Binvs, np.sqrt(lambdas), kl, mu.copy(), dlam, _sym(dK))
 
 
 def rescaled_kernel(kernel, c: float):
@@ -300,8 +306,9 @@ class DynamicalBGPLVM(CollapsedModel):
         dlam = np.empty_like(g.S)
         for q in range(mu_bar.shape[1]):
             h = g.S[:, q]
-            Pq, Sq = fac.P[q], fac.Sfull[q]
-            dK += (Pq * h) @ Pq.T
+            Binv, Sq, r = fac.Binv[q], fac.Sfull[q], fac.r[:, q]
+            # P diag(h) P^T with P = Lambda^1/2 B^-1 Lambda^-1/2
+            dK += r[:, None] * ((Binv * (h / (r * r))[None, :]) @ Binv) * r[None, :]
             dlam[:, q] = -(Sq * Sq) @ h
         grads = {**g.params, "mu_bar": fac.K @ g.mu, "lambdas": dlam, "Z": g.Z}
         grads.update(self._time_grads(values, _sym(dK)))
