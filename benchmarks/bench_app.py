@@ -1,25 +1,33 @@
-"""App latency benchmark in a real headless Chromium (not part of the tests).
+"""The app in a real headless Chromium at 1k, 20k and 100k rows (not part of the tests).
 
-Measures, against an in-process server with warmed-up kernels:
+For each size, against an in-process server with warmed-up kernels, with a
+generated N x 30 data set (five labelled clusters on a curved 3-D sheet),
+uploaded through the page, Bayesian GP-LVM with Q=10, M=50 (L-BFGS-B):
 
-* time from the Train click to the first objective point drawn in the page;
-* updates per second of the objective curve reaching the browser while a
-  1000-point Bayesian GP-LVM fits;
-* click-to-reconstruction latency (click in the latent map -> new text in the
-  reconstruction panel), median over several clicks.
+* Train click -> first objective point drawn (timestamps taken in the page:
+  the pointer-down on Train and the animation frame that first has a point);
+* click in the latent map -> reconstruction drawn (the reconstruction's data
+  source changes), median and slowest over 10 clicks at different places,
+  while training and after it ended; clicks never answered are counted;
+* training speed in the app (iterations over the fit's own wall-clock time)
+  against ``engine.fit`` alone on the same data and settings;
+* bytes the server sends per page update while training (websocket frames
+  counted with Playwright; one update = one Bokeh PATCH-DOC message).
 
-Usage: ``python benchmarks/bench_app.py [--n 1000] [--seconds 15] [--chromium PATH]``
+Screenshots of the latent maps go to test-artifacts/bench/.
+
+Usage: ``python benchmarks/bench_app.py [--sizes 1000 20000 100000] [--chromium PATH]``
 """
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import shutil
 import socket
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +35,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+ARTIFACTS = ROOT / "test-artifacts" / "bench"
 
+PATCH = re.compile(r'"msgtype"\s*:\s*"PATCH-DOC"')
 READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 JS = """
 window.__gx = {
@@ -42,10 +52,26 @@ window.__gx = {
   *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
   figure(title) { for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
       const t = v.model && v.model.title; if (t && t.text === title && v.frame) return v; } return null; },
-  watch(col) { this.changes = []; let last = this.len(col);
-    const tick = () => { const n = this.len(col); if (n !== last) { this.changes.push([performance.now(), n]); last = n; }
-                         if (!this.stopWatch) requestAnimationFrame(tick); };
-    this.stopWatch = false; requestAnimationFrame(tick); },
+  // timestamps of the first objective point and of every change of a reconstruction source
+  watch() {
+    this.first = null; this.recon = []; this.down = null;
+    const objective = () => this.sources('objective')[0];
+    const recon = () => this.sources('nearest')[0] || null;
+    let last = null;
+    const tick = () => {
+      const now = performance.now();
+      const o = objective();
+      if (this.first === null && o && this.column(o, 'objective').length > 0) this.first = now;
+      const r = recon(); const d = r ? this.column(r, 'mean') : null;
+      if (d !== last) { if (last !== null || (d && d.length)) this.recon.push(now); last = d; }
+      requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+    document.addEventListener('pointerdown', () => { this.down = performance.now(); }, true);
+  },
+  rasterised() { const v = this.figure('Latent space'); if (!v) return null;
+    const kinds = []; for (const r of v.model.renderers) kinds.push(r.glyph ? r.glyph.type : r.type);
+    return kinds; },
 };
 """
 
@@ -56,24 +82,152 @@ def free_port():
         return s.getsockname()[1]
 
 
-def synthetic_csv(n: int, path: Path, seed=0):
-    """n points on a curved 2-D sheet in 12-D, three labelled regions."""
+def generate(n: int, d: int = 30, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n points near a curved 3-D sheet in d dimensions, five labelled clusters."""
     rng = np.random.default_rng(seed)
-    t = rng.uniform(0, 3 * np.pi, n)
-    h = rng.uniform(-1, 1, n)
-    W = rng.standard_normal((4, 12))
-    Y = np.c_[np.cos(t), np.sin(t), t / 3, h] @ W + 0.05 * rng.standard_normal((n, 12))
-    label = np.digitize(t, [np.pi, 2 * np.pi])
-    header = ",".join([f"f{i + 1}" for i in range(12)] + ["label"])
-    rows = [",".join(f"{v:.5f}" for v in y) + f",{c}" for y, c in zip(Y, label)]
-    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    label = rng.integers(0, 5, n)
+    centres = rng.uniform(-2, 2, size=(5, 3))
+    z = centres[label] + 0.45 * rng.standard_normal((n, 3))
+    feats = np.c_[z, np.sin(z[:, :1]), np.cos(z[:, 1:2]), z[:, :1] * z[:, 2:3]]
+    W = rng.standard_normal((feats.shape[1], d)) / np.sqrt(feats.shape[1])
+    Y = feats @ W + 0.05 * rng.standard_normal((n, d))
+    return Y.astype(np.float32), label
+
+
+def npz_bytes(Y, labels) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, Y=Y, labels=np.array([f"cluster {c}" for c in labels]))
+    return buf.getvalue()
+
+
+def engine_rate(Y, iters: int, Q: int, M: int) -> float:
+    """Iterations per second of engine.fit alone (no callback, no UI)."""
+    import engine
+    from gplvm_explorer.catalog import ModelConfig, spec
+
+    cfg = ModelConfig(model="bayesian", latent_dim=Q, num_inducing=M, max_iters=iters)
+    model = spec("bayesian").build(np.asarray(Y, dtype=float), cfg)
+    t = time.perf_counter()
+    result = engine.fit(model, optimizer="lbfgs", max_iters=iters)
+    return result.iterations / (time.perf_counter() - t)
+
+
+class Traffic:
+    """Bytes the server sends, from Playwright's websocket frame events."""
+
+    def __init__(self, page):
+        self.frames = []  # (time, bytes, is_header_of_patch)
+        page.on("websocket", self._on_ws)
+
+    def _on_ws(self, ws):
+        ws.on("framereceived", self._on_frame)
+
+    def _on_frame(self, payload):
+        size = len(payload) if payload is not None else 0
+        patch = isinstance(payload, str) and PATCH.search(payload[:200]) is not None
+        self.frames.append((time.perf_counter(), size, patch))
+
+    def window(self, t0, t1):
+        sel = [f for f in self.frames if t0 <= f[0] <= t1]
+        total = sum(f[1] for f in sel)
+        patches = sum(1 for f in sel if f[2])
+        return total, patches
+
+
+def latent_pixel(page, fx, fy):
+    """Page pixel of a point at fractions (fx, fy) of the latent map's frame."""
+    return page.evaluate("""([fx, fy]) => { const v = __gx.figure('Latent space'); if (!v) return null;
+        const r = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+        return [r.left + f.left + fx * f.width, r.top + f.top + fy * f.height]; }""", [fx, fy])
+
+
+def clicks(page, n=10, seed=0):
+    """Click n places in the latent map; seconds from pointer-down to the redrawn reconstruction."""
+    rng = np.random.default_rng(seed)
+    lat, missed = [], 0
+    for fx, fy in rng.uniform(0.1, 0.9, size=(n, 2)):
+        before = page.evaluate("__gx.recon.length")
+        pos = latent_pixel(page, fx, fy)
+        page.mouse.click(pos[0], pos[1])
+        deadline = time.perf_counter() + 10
+        got = None
+        while time.perf_counter() < deadline:
+            got = page.evaluate("""(k) => __gx.recon.length > k ? __gx.recon[__gx.recon.length - 1] - __gx.down
+                                   : null""", before)
+            if got is not None:
+                break
+            time.sleep(0.01)
+        if got is None:
+            missed += 1
+        else:
+            lat.append(got / 1000.0)
+        time.sleep(0.15)
+    return lat, missed
+
+
+def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
+    from gplvm_explorer.training import Status
+
+    Y, labels = generate(n)
+    data = npz_bytes(Y, labels)
+    out = {"n": n}
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    traffic = Traffic(page)
+    page.goto(url)
+    page.wait_for_function(READY, timeout=120_000)
+    page.evaluate(JS)
+    page.evaluate("__gx.watch()")
+    doc, ex = registry[-1]
+    page.locator("input[type=file]").first.set_input_files(
+        files=[{"name": f"bench-{n}.npz", "mimeType": "application/octet-stream", "buffer": data}])
+    page.get_by_text(f"N = {n} points").first.wait_for(timeout=180_000)
+
+    def settings():
+        ex.settings.latent_dim, ex.settings.num_inducing, ex.settings.max_iters = Q, M, iters
+    ex.dispatcher.soon(settings)
+    deadline = time.time() + 30
+    while (ex.settings.latent_dim, ex.settings.num_inducing) != (Q, M) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    page.get_by_role("button", name="▶ Train", exact=True).click()
+    page.wait_for_function("__gx.first !== null", timeout=300_000, polling="raf")
+    out["first_point_ms"] = page.evaluate("__gx.first - __gx.down")
+    # while training: wait for the map, then click
+    page.wait_for_function("__gx.rasterised() && __gx.rasterised().length > 0", timeout=300_000)
+    while ex.latent.view is None and ex.training.active:
+        time.sleep(0.1)
+    t_train0 = time.perf_counter()
+    if ex.training.active:
+        lat, missed = clicks(page, seed=1)
+        out["click_training_ms"] = (statistics.median(lat) * 1e3, max(lat) * 1e3) if lat else None
+        out["missed_training"] = missed
+    while ex.training.active:
+        time.sleep(0.2)
+    t_train1 = time.perf_counter()
+    total, patches = traffic.window(t_train0, t_train1)
+    out["bytes_per_update"] = total / max(1, patches)
+    out["updates"] = patches
+    out["status"] = ex.training.status
+    tr = ex.training
+    out["app_rate"] = tr.rate
+    out["iterations"] = tr.iteration
+    time.sleep(1.0)
+    lat, missed = clicks(page, seed=2)
+    out["click_idle_ms"] = (statistics.median(lat) * 1e3, max(lat) * 1e3) if lat else None
+    out["missed_idle"] = missed
+    out["latent_renderers"] = page.evaluate("__gx.rasterised()")
+    out["glyph_points"] = page.evaluate("() => { const s = __gx.sources('colour'); "
+                                        "return s.length ? __gx.column(s[0], 'x').length : 0; }")
+    page.screenshot(path=str(shot_dir / f"latent-{n}.png"), full_page=True)
+    page.close()
+    assert tr.status in (Status.FINISHED.value, Status.STOPPED.value), tr.status
+    out["engine_rate"] = engine_rate(Y, tr.iteration, Q, M)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=15.0)
-    ap.add_argument("--clicks", type=int, default=7)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 20000, 100000])
     ap.add_argument("--chromium", default=os.environ.get("GPLVM_EXPLORER_CHROMIUM") or shutil.which("chromium")
                     or "/usr/bin/chromium")
     args = ap.parse_args()
@@ -83,99 +237,50 @@ def main():
 
     from gplvm_explorer import warmup
     from gplvm_explorer.app import create_app
+    from gplvm_explorer.serving import SERVER_OPTIONS
 
     t0 = time.perf_counter()
     warmup.start()
     warmup.wait()
-    print(f"kernel warm-up: {time.perf_counter() - t0:.1f} s ({warmup.status()})")
+    print(f"kernel warm-up: {time.perf_counter() - t0:.1f} s ({warmup.status()})", flush=True)
+    registry = []
+
+    def factory():
+        page = create_app()
+        registry.append((pn.state.curdoc, page.explorer))
+        return page
+
     port = free_port()
-    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1",
-                      websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False)
-    tmp = Path(tempfile.mkdtemp())
-    csv = tmp / f"bench-{args.n}.csv"
-    synthetic_csv(args.n, csv)
-    results = {}
+    server = pn.serve({"app": factory}, port=port, address="127.0.0.1", websocket_origin=[f"127.0.0.1:{port}"],
+                      threaded=True, show=False, **SERVER_OPTIONS)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    iters = {1000: 150, 20000: 40, 100000: 8}
+    rows = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=[
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"http://127.0.0.1:{port}/app")
-            page.wait_for_function(READY, timeout=120_000)
-            page.evaluate(JS)
-            page.locator("input[type=file]").set_input_files(str(csv))
-            page.get_by_text(f"{args.n} points").first.wait_for(timeout=60_000)
-            page.get_by_label("Label column (colours only)").select_option("label")
-            page.get_by_text("3 distinct").first.wait_for(timeout=30_000)
-            iters = page.get_by_label("Iterations")
-            iters.fill("100000")
-            iters.press("Enter")
-            time.sleep(0.5)
-            page.evaluate("__gx.watch('objective')")
-            t_click = time.perf_counter()
-            page.get_by_role("button", name="▶ Train", exact=True).click()
-            try:
-                page.wait_for_function("__gx.len('objective') > 0", timeout=120_000, polling=20)
-            except Exception:
-                page.screenshot(path=str(tmp / "bench-failure.png"))
-                print(f"no objective point in the page; screenshot in {tmp}")
-                raise
-            results["first_point_s"] = time.perf_counter() - t_click
-            time.sleep(args.seconds)
-            changes = page.evaluate("() => { __gx.stopWatch = true; return __gx.changes; }")
-            ts = [c[0] / 1000 for c in changes]
-            if len(ts) >= 2:
-                results["updates_per_s"] = (len(ts) - 1) / (ts[-1] - ts[0])
-                results["points_per_s"] = (changes[-1][1] - changes[0][1]) / (ts[-1] - ts[0])
-                gaps = np.diff(ts)
-                results["max_gap_s"] = float(gaps.max())
-            page.get_by_role("button", name="■ Stop", exact=True).click()
-            page.get_by_text("Stopped after").first.wait_for(timeout=60_000)
-            time.sleep(1.5)
-            xs = page.evaluate("() => Array.from(__gx.column(__gx.sources('lx')[0], 'lx'))")
-            ys = page.evaluate("() => Array.from(__gx.column(__gx.sources('ly')[0], 'ly'))")
-            rng = np.random.default_rng(1)
-            lat = []
-            misses = 0
-            picks = rng.choice(len(xs), size=min(args.clicks, len(xs)), replace=False)
-            span_x = (max(xs) - min(xs)) or 1.0
-            span_y = (max(ys) - min(ys)) or 1.0
-            for j in map(int, picks):
-                pos = page.evaluate("""([x, y]) => { const v = __gx.figure('Latent space');
-                    const r = v.canvas_view.el.getBoundingClientRect();
-                    return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }""",
-                                    [xs[j], ys[j]])
-                t = time.perf_counter()
-                page.mouse.click(pos[0], pos[1])
-                deadline = t + 20
-                while time.perf_counter() < deadline:
-                    # the text names the training point nearest the click: point j (or one on top of it)
-                    now = page.get_by_text("Nearest training point #").all_inner_texts()
-                    m = re.search(r"At x\d+ = (-?[\d.e+-]+), x\d+ = (-?[\d.e+-]+)", now[0]) if now else None
-                    # within 1% of the data's span: a click lands on a whole pixel, not the exact coordinate
-                    if m and abs(float(m.group(1)) - xs[j]) < 1e-2 * span_x \
-                            and abs(float(m.group(2)) - ys[j]) < 1e-2 * span_y:
-                        lat.append(time.perf_counter() - t)
-                        break
-                    time.sleep(0.005)
-                else:
-                    misses += 1
-            results["click_to_reconstruction_median_s"] = statistics.median(lat)
-            results["click_to_reconstruction_max_s"] = max(lat)
-            results["clicks_without_update"] = misses
+            for n in args.sizes:
+                r = run_size(browser, f"http://127.0.0.1:{port}/app", registry, n, 10, 50, iters.get(n, 20),
+                             ARTIFACTS)
+                rows.append(r)
+                print(r, flush=True)
             browser.close()
     finally:
         server.stop()
-    print(f"data: {args.n} points x 12 features, Bayesian GP-LVM (RBF+bias+white, Q=5, M=30, L-BFGS-B)")
-    print(f"time to first objective point in the page after Train: {results.get('first_point_s', float('nan')):.2f} s")
-    print(f"objective-curve updates reaching the browser: {results.get('updates_per_s', float('nan')):.2f} /s "
-          f"({results.get('points_per_s', float('nan')):.1f} iterations/s drawn, "
-          f"longest gap {results.get('max_gap_s', float('nan')):.2f} s)")
-    print(f"click-to-reconstruction latency: median {results['click_to_reconstruction_median_s'] * 1000:.0f} ms, "
-          f"max {results['click_to_reconstruction_max_s'] * 1000:.0f} ms over {len(lat)} clicks "
-          f"({results['clicks_without_update']} clicks not answered within 20 s)")
-    return results
+    print("\nN x 30, Bayesian GP-LVM (RBF+bias+white, Q=10, M=50, L-BFGS-B), headless Chromium, 2 cores")
+    print(f"{'rows':>8} | {'Train->1st pt':>13} | {'click->recon training':>22} | {'click->recon idle':>18} | "
+          f"{'app it/s':>8} | {'engine it/s':>11} | {'ratio':>5} | {'bytes/update':>12} | map")
+    for r in rows:
+        ct = r.get("click_training_ms")
+        ci = r.get("click_idle_ms")
+        fmt = lambda c, m: f"{c[0]:.0f} / {c[1]:.0f} ms ({m} missed)" if c else "–"  # noqa: E731
+        kinds = set(r["latent_renderers"] or [])
+        kind = "raster image" if "ImageRGBA" in kinds else f"{r['glyph_points']} glyphs"
+        print(f"{r['n']:>8} | {r['first_point_ms']:>10.0f} ms | {fmt(ct, r.get('missed_training', 0)):>22} | "
+              f"{fmt(ci, r['missed_idle']):>18} | {r['app_rate']:>8.2f} | {r['engine_rate']:>11.2f} | "
+              f"{r['app_rate'] / r['engine_rate']:>5.0%} | {r['bytes_per_update'] / 1e3:>9.1f} kB | {kind}")
 
 
 if __name__ == "__main__":

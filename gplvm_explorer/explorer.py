@@ -48,6 +48,7 @@ class Explorer(param.Parameterized):
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
+        self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
         self.data.load_default()
         self.warming_up = not warmup.done()
         self._unsubscribe_warmup = warmup.on_done(lambda: self.dispatcher.soon(self._on_warm))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,6 +145,7 @@ class LatentSlice(param.Parameterized):
     latent_dim = param.Integer(default=0, doc="Q of the result on show (0: none).")
     view = param.Parameter(default=None, doc="The SliceView on show (None before training).")
     computing = param.Boolean(default=False)
+    cost = param.Number(default=0.0, doc="Seconds the last view took: background computation plus drawing.")
     error = param.String(default="")
     reconstruction = param.Parameter(default=None)
 
@@ -155,6 +157,7 @@ class LatentSlice(param.Parameterized):
         self._wanted = None  # (result, auto, dims, fixed, resolution)
         self._done = None  # SliceView or Exception waiting for the page thread
         self._busy = False
+        self._compute_seconds = 0.0
         self._idle = threading.Event()
         self._idle.set()
         self._closed = False
@@ -229,6 +232,7 @@ class LatentSlice(param.Parameterized):
                     self._busy = False
                     self._idle.set()
                     return
+            t0 = time.perf_counter()
             try:
                 done = self._compute(wanted, previous)
             except Exception as exc:  # shown in the page; the previous view stays
@@ -236,6 +240,7 @@ class LatentSlice(param.Parameterized):
                 done = exc
             with self._lock:
                 self._done = done
+                self._compute_seconds = time.perf_counter() - t0
             self._dispatcher.soon(self._apply)
 
     def _compute(self, wanted, previous: SliceView | None) -> SliceView:
@@ -284,12 +289,14 @@ class LatentSlice(param.Parameterized):
         if isinstance(done, Exception):
             self.error = f"Could not shade the latent map: {done}"
         elif done is not None:
+            t0 = time.perf_counter()
             with param.parameterized.batch_call_watchers(self):
                 self.error = ""
                 self.view = done
                 if self.auto_dims:
                     with param.parameterized.discard_events(self):
                         self.x_dim, self.y_dim = done.dims
+            self.cost = self._compute_seconds + time.perf_counter() - t0  # the views drew it meanwhile
         self.computing = busy
 
     def wait(self, timeout: float = 30.0) -> bool:

@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["TrainedResult", "TrainingRun", "Status"]
 
+#: Jitter the page mentions: above the tiny amount every fit starts with, i.e. it was raised.
+NOTABLE_JITTER = 1e-6
+
 _MESSAGES = {
     Status.STARTING: "Building the model…",
     Status.PAUSED: "Paused. Resume to continue, or Stop to keep the current fit.",
@@ -160,9 +163,14 @@ class TrainingRun(param.Parameterized):
                     self._apply_status(ev)
                 elif isinstance(ev, ResultEvent):
                     self.result = ev.result
-        # a slow page update asks the worker for fewer of them
+        # a slow page update asks the worker for fewer of them (the page takes at most ~10%)
         took = time.perf_counter() - t0
-        job.notify_interval = max(self.notify_interval, 3.0 * took)
+        job.notify_interval = max(self.notify_interval, 10.0 * took)
+
+    def set_result_cost(self, seconds: float) -> None:
+        """What showing one result costs the page: results come at most every ~6x that."""
+        if self._job is not None:
+            self._job.publish_interval = max(self.publish_interval, 6.0 * float(seconds))
 
     def _apply_progress(self, ev: ProgressEvent) -> None:
         if len(ev.iterations):
@@ -187,6 +195,6 @@ class TrainingRun(param.Parameterized):
         else:
             self.message, self.message_kind = "", "info"
             jitter = getattr(self.result, "jitter", 0.0) if self.result is not None else 0.0
-            if st in (Status.FINISHED, Status.STOPPED) and jitter > 0:
+            if st in (Status.FINISHED, Status.STOPPED) and jitter > NOTABLE_JITTER:
                 self.message = f"Note: jitter {jitter:.1e} was added to keep the kernel matrices positive definite."
         self.status = st.value

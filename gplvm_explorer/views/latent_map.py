@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
+from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, HoverTool
 from holoviews.operation.datashader import datashade, dynspread
 
@@ -37,6 +38,8 @@ PLACEHOLDER = "Press ▶ Train to map the data"
 #: Above this many points the map is rasterised (datashader) instead of drawn as glyphs.
 RASTER_ABOVE = 3000
 HEIGHT = 470
+#: Pixels of the points' raster (about the map's frame at the page's usual width).
+RASTER_SIZE = (640, 400)
 
 # The empty map is an all-NaN image; numpy's nan-reductions inside HoloViews warn about it.
 warnings.filterwarnings("ignore", message="All-NaN slice encountered", category=RuntimeWarning)
@@ -70,7 +73,7 @@ class LatentMap(pn.viewable.Viewer):
         self._hooked = None
         self._mode = None  # (raster?, colouring) the plot was built for
         self._last_pointer = 0.0
-        self._tap_xy = self._pointer_xy = None
+        self._pointer_xy = None
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", height=HEIGHT, linked_axes=False)
         self._build(raster=False, colouring=ex.data.labels)
         self.auto = pn.widgets.Checkbox.from_param(lat.param.auto_dims, label="Two most relevant dims",
@@ -113,8 +116,6 @@ class LatentMap(pn.viewable.Viewer):
         """(Re)build the HoloViews overlay: once per data set / drawing mode, not per update."""
         self._mode = (raster, colouring)
         image = hv.DynamicMap(self._image, streams=[self.view_pipe])
-        self.tap = hv.streams.Tap(source=image, x=None, y=None)
-        self.tap.add_subscriber(self._on_tap)
         self.pointer = hv.streams.PointerXY(source=image, x=None, y=None)
         self.pointer.add_subscriber(self._on_pointer)
         hint = hv.DynamicMap(self._hint, streams=[self.view_pipe])
@@ -122,7 +123,10 @@ class LatentMap(pn.viewable.Viewer):
         if raster and colouring is not None:
             points = hv.DynamicMap(self._points, streams=[self.view_pipe])
             key = colouring.colour_key()
-            shaded = dynspread(datashade(points, aggregator=ds.count_cat("cat"), color_key=key, min_alpha=180),
+            # a fixed raster size: the plot's size stream reports 0 while a new plot is laid out
+            shaded = dynspread(datashade(points, aggregator=ds.count_cat("cat"), color_key=key, min_alpha=180,
+                                         width=RASTER_SIZE[0], height=RASTER_SIZE[1],
+                                         streams=[hv.streams.RangeXY]),
                                threshold=0.6, max_px=3)
             layers = layers * shaded
         overlay = (layers * hint).opts(
@@ -176,6 +180,8 @@ class LatentMap(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("index", "@index"), ("label", "@label")]))
         fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18, line_color="colour",
                     fill_alpha=0, line_width=2.5)
+        # a click goes straight to this handler, run by Bokeh under the document's lock
+        fig.on_event(Tap, self._on_tap)
 
     # ---- updates ---------------------------------------------------------------------------
     def _on_view(self, *events) -> None:
@@ -183,16 +189,21 @@ class LatentMap(pn.viewable.Viewer):
         if v is None:
             self.glyph_source.data = {"x": [], "y": [], "colour": [], "label": [], "index": []}
             self.marker_source.data = {"x": [], "y": [], "marker": [], "colour": []}
-            self.view_pipe.send(None)
+            if self._mode[0]:  # datashader cannot shade nothing: back to the empty glyph map
+                self.view_pipe.update(data=None)
+                self._build(False, self._colouring())
+            else:
+                self.view_pipe.send(None)
             return
         colouring = self._colouring()
         raster = v.points.shape[0] > self.raster_above
         if (raster, colouring) != self._mode:
+            self.view_pipe.update(data=v)  # the new plot is drawn with this view, not the last one
             self._build(raster, colouring)
             self._set_glyphs(v, colouring, full=True)
         else:
             self._set_glyphs(v, colouring, full=False)
-        self.view_pipe.send(v)
+            self.view_pipe.send(v)
 
     def _set_glyphs(self, v, colouring: LabelColouring, full: bool) -> None:
         raster = self._mode[0]
@@ -229,19 +240,23 @@ class LatentMap(pn.viewable.Viewer):
             colour.append("#1f5f8b")
         self.marker_source.data = {"x": xs, "y": ys, "marker": marker, "colour": colour}
 
-    # HoloViews runs stream subscribers outside the document lock; Bokeh sources may only
-    # change under it, so both handlers note the event and finish on the session's next tick.
-    def _on_tap(self, x=None, y=None, **kwargs) -> None:
-        if x is None or y is None:
+    def _on_tap(self, event) -> None:
+        if event.x is None or event.y is None:
             return
-        self._tap_xy = (float(x), float(y))
-        self.explorer.dispatcher.soon(self._apply_tap)
+        from panel.io.state import set_curdoc
 
-    def _apply_tap(self) -> None:
-        xy, self._tap_xy = self._tap_xy, None
-        if xy is not None:
-            self.explorer.latent.reconstruct_at(*xy)
+        doc = self.plot_document()
+        if doc is None:
+            self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
+            return
+        with set_curdoc(doc):
+            self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
 
+    def plot_document(self):
+        return self._hooked.document if self._hooked is not None else None
+
+    # HoloViews runs stream subscribers outside the document lock; Bokeh sources may only
+    # change under it, so the pointer handler notes the event and finishes on the next tick.
     def _on_pointer(self, x=None, y=None, **kwargs) -> None:
         if x is None or y is None or self.explorer.latent.view is None:
             return

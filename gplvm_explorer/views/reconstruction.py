@@ -67,7 +67,10 @@ class ReconstructionView(pn.viewable.Viewer):
         self._near_line = fig.line("x", "nearest", source=self.profile_source, color="#d55e00",
                                    line_dash="dashed", line_width=1.5, legend_label="nearest training row")
         fig.legend.location = "top_left"
+        fig.legend.orientation = "horizontal"
         fig.legend.label_text_font_size = "8pt"
+        fig.legend.background_fill_alpha = 0.6
+        fig.add_layout(fig.legend[0], "above")
         return fig
 
     def _dataset(self):

@@ -88,8 +88,9 @@ def test_plots_render_after_training_and_reconstruction(fake_build, pump):
     assert len(latent.glyph_source.data["x"]) == ex.data.dataset.n  # glyphs below the raster threshold
     v = ex.latent.view
     x0, y0, x1, y1 = v.extent
-    latent._on_tap(x=(x0 + x1) / 2, y=(y0 + y1) / 2)
-    ex.dispatcher.flush()
+    from bokeh.events import Tap
+
+    latent._on_tap(Tap(latent._hooked, x=(x0 + x1) / 2, y=(y0 + y1) / 2))
     assert ex.latent.reconstruction is not None and recon.images.visible
     assert recon.pred_source.data["image"][0].shape == (16, 16)
     assert "Nearest training point #" in recon.text.object

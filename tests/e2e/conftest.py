@@ -105,13 +105,13 @@ def served_app(chromium_path):
 
     from gplvm_explorer import warmup
     from gplvm_explorer.app import create_app
+    from gplvm_explorer.serving import SERVER_OPTIONS
 
     warmup.start()
     port = free_port()
     server = pn.serve(
         {"app": create_app}, port=port, address="127.0.0.1", websocket_origin=[f"127.0.0.1:{port}"],
-        threaded=True, show=False, liveness=True,
-        check_unused_sessions_milliseconds=2000, unused_session_lifetime_milliseconds=5000,
+        threaded=True, show=False, liveness=True, **SERVER_OPTIONS,
     )
     try:
         _wait_http(f"http://127.0.0.1:{port}/liveness", 30)

@@ -1,0 +1,88 @@
+"""20,000 rows in a real browser: the latent map is an image, not 20,000 glyphs, and clicks reconstruct."""
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import numpy as np
+import pytest
+
+
+READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+JS_HELPERS = """
+window.__gx = {
+  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
+  figure(title) {
+    for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
+      const t = v.model && v.model.title; if (t && t.text === title && v.frame) return v; }
+    return null; },
+};
+"""
+
+
+def wait_text(page, text, timeout=60_000):
+    page.get_by_text(text).first.wait_for(state="visible", timeout=timeout)
+
+
+def screenshot(page, artifacts, name):
+    page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(300),
+    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
+]
+
+N = 20_000
+
+MAP_STATE = """() => {
+  const v = __gx.figure('Latent space'); if (!v) return null;
+  const kinds = v.model.renderers.map(r => r.glyph ? r.glyph.type : r.type);
+  let longest = 0;
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    if (m.type !== 'ColumnDataSource') continue;
+    const d = m.data; const cols = d instanceof Map ? [...d.values()] : Object.values(d);
+    for (const c of cols) if (c && c.length > longest) longest = c.length;
+  }
+  return {kinds, longest};
+}"""
+
+
+def big_npz() -> bytes:
+    rng = np.random.default_rng(0)
+    label = rng.integers(0, 5, N)
+    z = rng.uniform(-2, 2, (5, 3))[label] + 0.4 * rng.standard_normal((N, 3))
+    Y = np.c_[z, np.sin(z)] @ rng.standard_normal((6, 30)) + 0.05 * rng.standard_normal((N, 30))
+    buf = io.BytesIO()
+    np.savez(buf, Y=Y.astype(np.float32), labels=np.array([f"group {c}" for c in label]))
+    return buf.getvalue()
+
+
+def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifacts):
+    page.goto(served_app)
+    page.wait_for_function(READY, timeout=120_000)
+    page.evaluate(JS_HELPERS)
+    page.locator("input[type=file]").first.set_input_files(
+        files=[{"name": "big.npz", "mimeType": "application/octet-stream", "buffer": big_npz()}])
+    wait_text(page, f"N = {N} points", timeout=60_000)
+    iters = page.get_by_label("Iterations")
+    iters.fill("6")
+    iters.press("Enter")
+    time.sleep(0.5)
+    page.get_by_role("button", name="▶ Train", exact=True).click()
+    wait_text(page, "Finished after", timeout=180_000)
+    page.wait_for_function(f"() => {{ const s = ({MAP_STATE})(); return s && s.kinds.includes('ImageRGBA'); }}",
+                           timeout=30_000)
+    state = page.evaluate(MAP_STATE)
+    assert "ImageRGBA" in state["kinds"], state  # datashader's image of the points
+    assert state["longest"] < N, f"a data source holds {state['longest']} values: points were sent as glyphs"
+    screenshot(page, artifacts, "20k-latent-map")
+    pos = page.evaluate("""() => { const v = __gx.figure('Latent space');
+        const r = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+        return [r.left + f.left + 0.5 * f.width, r.top + f.top + 0.5 * f.height]; }""")
+    page.mouse.click(pos[0], pos[1])
+    wait_text(page, "Nearest training point #", timeout=20_000)
+    text = page.get_by_text(re.compile(r"At x\d+ = ")).first.inner_text()
+    assert re.search(r"label group \d", text), text
+    screenshot(page, artifacts, "20k-reconstruction")
