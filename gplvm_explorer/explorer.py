@@ -16,7 +16,9 @@ from . import warmup
 from .catalog import Budget
 from .dispatch import Dispatcher
 from .export import summary_text
+from .data import DataError
 from .state.data import LoadedData
+from .state.imputation import ImputedValues, MissingValues
 from .state.labels import LabelColouring, colour_labels
 from .state.latent import LatentSlice
 from .state.settings import ModelSettings
@@ -45,6 +47,8 @@ class Explorer(param.Parameterized):
         self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
                                     publish_interval=publish_interval, notify_interval=notify_interval)
         self.latent = LatentSlice(self.dispatcher)
+        self.missing = MissingValues()
+        self.imputation = ImputedValues(self.training)
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
@@ -63,6 +67,11 @@ class Explorer(param.Parameterized):
             return False
         if not self.settings.validate():
             tr.message, tr.message_kind = " ".join(self.settings.errors), "danger"
+            return False
+        try:  # a model that cannot use missing cells trains on a completed copy
+            ds = self.missing.training_data(ds, self.settings.spec)
+        except DataError as exc:
+            tr.message, tr.message_kind = str(exc), "danger"
             return False
         return tr.start(ds, self.settings.config())
 
