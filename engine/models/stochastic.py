@@ -407,7 +407,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         beta = 1.0 / float(values["noise_variance"])
         L = self._factor(kern, Z)
         if rows is None:
-            stats, _ = self._full_stats(values, kern)
+            stats = self._full_stats(values, kern)
         else:
             idx = np.sort(np.random.default_rng(seed).choice(self.num_data, int(rows), replace=False))
             mu, s = self._local_views()
@@ -437,7 +437,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         return stats, Yb
 
     def _full_stats(self, values, kern):
-        """SuffStats of all rows, summed over the fixed chunks in order; and the chunks' psi0 (unused)."""
+        """SuffStats of all rows, summed over the fixed chunks in order."""
         Z = values["Z"]
         mu_all = values.get("X_mean")
         if mu_all is None:
@@ -457,7 +457,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
             trYY += st.trYY
             kl += st.kl
             checkpoint()
-        return SuffStats(psi0, P, Psi2, trYY, kl), None
+        return SuffStats(psi0, P, Psi2, trYY, kl)
 
     def _global_grads(self, kern, Z, b: UncollapsedBound, psi_grads_params, psi_grads_Z, beta, scale):
         """Gradients w.r.t. the named global parameters from the bound's and the psi backward's pieces."""
@@ -477,7 +477,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         Z = values["Z"]
         beta = 1.0 / float(values["noise_variance"])
         L = self._factor(kern, Z)
-        stats, _ = self._full_stats(values, kern)
+        stats = self._full_stats(values, kern)
         b = uncollapsed_bound(stats, L, values["q_mu"], values["q_sqrt"], beta, self.num_data)
         mu_all, S_all = values["X_mean"], values["X_variance"]
         dmu = np.empty_like(mu_all)
@@ -502,7 +502,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         values = self._globals()
         kern = self.kernel_at(values)
         L = self._factor(kern, values["Z"])
-        stats, _ = self._full_stats(values, kern)
+        stats = self._full_stats(values, kern)
         return uncollapsed_bound(stats, L, values["q_mu"], values["q_sqrt"],
                                  1.0 / float(values["noise_variance"]), self.num_data).value
 
@@ -572,6 +572,36 @@ class StochasticBayesianGPLVM(LatentVariableModel):
             mu, S = _local_natgrad(mu, S, g.mu, g.S, rho, move_mu, move_S)
         return mu, S
 
+    @blas_pinned
+    def refine(self, passes=1, local_steps=1, local_step=1.0) -> float:
+        """Coordinate ascent on the full bound with the kernel, Z and the noise held: per pass, q(u)
+        to its optimum over all rows (one chunked pass), then ``local_steps`` natural-gradient steps
+        of size ``local_step`` on every row's q(x_n) (a second chunked pass).  Removes the minibatch
+        noise SVI leaves in q(u) and q(X); returns the full bound afterwards."""
+        move_mu, move_S = "X_mean" not in self.fixed, "X_variance" not in self.fixed
+        for _ in range(int(passes)):
+            if "q_mu" not in self.fixed and "q_sqrt" not in self.fixed:
+                self.reset_q_u()
+            if not (move_mu or move_S):
+                continue
+            values = self._globals()
+            for a, b in self._chunks():
+                with self._lock:
+                    mu_v, s_v = self._local_views()
+                    mu, S = mu_v[a:b].copy(), POSITIVE.forward(s_v[a:b])
+                mu, S = self._local_presteps(values, self._read((a, b)), mu, S, int(local_steps),
+                                             float(local_step), move_mu, move_S)
+                with self._lock:
+                    mu_v, s_v = self._local_views()
+                    mu_v[a:b] = mu
+                    s_v[a:b] = POSITIVE.inverse(np.maximum(S, 2.0 * POSITIVE.lower))
+                    self._version += 1
+                    self._cache = None
+                checkpoint()
+        if "q_mu" not in self.fixed and "q_sqrt" not in self.fixed:
+            self.reset_q_u()
+        return self.objective()
+
     # ---- SVI ----------------------------------------------------------------------
     def fit(self, **fit_kwargs):
         """Train with :func:`engine.fit` (SVI unless ``optimizer=`` says otherwise)."""
@@ -581,39 +611,48 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         return fit(self, **fit_kwargs)
 
     def fit_svi(self, max_iters=1000, callback=None, stop=None, pause=None, *, batch_size=None,
-                learning_rate=0.01, final_learning_rate=None, natgrad_step=0.1, final_natgrad_step=None, local_step=0.5, betas=(0.9, 0.999), eps=1e-8,
-                local_optimizer="natgrad", local_learning_rate=None, local_iters=1,
-                warm_up_iters=None, warm_up_fixed=("noise_variance",), seed=None, evaluate_final=True,
-                tol=None):
+                learning_rate=0.05, final_learning_rate=None, natgrad_step=0.2, final_natgrad_step=None,
+                local_step=1.0, local_iters=1, local_optimizer="natgrad", local_learning_rate=None,
+                betas=(0.9, 0.999), eps=1e-8, warm_up_iters=None, warm_up_fixed=("noise_variance",),
+                seed=None, evaluate_final=True, tol=None):
         """Stochastic variational inference; what ``engine.fit(m, optimizer="svi")`` runs.
 
         One iteration = one minibatch of ``batch_size`` rows (default: the
         model's) drawn uniformly without replacement; see the module docstring
-        for the three updates.  ``learning_rate``, ``betas``, ``eps``: Adam for
-        the kernel, Z and the noise; ``natgrad_step`` (rho in (0, 1]): q(u)'s
-        natural-gradient step (the first iteration of a fit takes rho = 1 when
-        q(u) is free, jumping to that minibatch's optimum; with
-        ``final_natgrad_step`` rho decays geometrically to it: q(u) then averages
-        the minibatch targets over more and more batches, which removes the
-        upward bias its sampling noise puts on the noise variance); ``local_step``: the
-        latent rows' natural-gradient step, ``local_iters`` of them per visit
-        (all but the last with the globals as they were before the visit).
-        ``local_optimizer="adam"`` instead moves the rows by Adam at
-        ``local_learning_rate`` (default ``learning_rate``), keeping per-row
-        moments for the fit: twice the memory of the local parameters, and on
-        oil flow a worse optimum than the natural-gradient steps.  Fixed parameters (``m.fix``) are
-        not moved; fixing ``q_mu`` or ``q_sqrt`` moves the other one by Adam.
-        ``warm_up_fixed`` are held for the first ``warm_up_iters`` iterations
-        (default ``m.warm_up_iters``, at most half of ``max_iters``).
+        for the three updates.
 
-        Snapshots (``callback``) and the history report the minibatch estimate
-        of the bound (noisy; unbiased).  ``FitResult.objective`` is the full
-        bound at the end (one chunked pass) when ``evaluate_final``, else the
-        mean estimate over the last min(iterations, N / B) iterations.  The
-        model is left at the last iterate (SVI keeps no "best" point).
-        ``stop`` ends the fit after the current iteration; ``pause`` blocks
-        between iterations.  ``tol`` is accepted for the common signature and
-        unused (SVI has no convergence test).
+        learning_rate, betas, eps : Adam for the kernel, Z and the noise.  The
+            rate decays geometrically to ``final_learning_rate`` (default: a
+            hundredth of it) at ``max_iters``; pass ``final_learning_rate=
+            learning_rate`` for a constant rate.
+        natgrad_step : rho in (0, 1] of q(u)'s natural-gradient step.  The first
+            iteration takes rho = 1 (q(u) jumps to that minibatch's optimum);
+            rho then decays geometrically to ``final_natgrad_step`` (default
+            min(rho, 0.003)), so q(u) averages the minibatch targets over more
+            and more batches: its sampling noise otherwise pulls the noise
+            variance up (a noisy q(u) is fitted better with more noise).
+        local_step, local_iters : the rows' natural-gradient step size and
+            steps per visit (all but the last with the globals as they were
+            before the visit).
+        local_optimizer : "natgrad" (default, no per-row state) or "adam" (per-row
+            moments for this fit: twice the memory of the local parameters; on
+            oil flow a worse optimum), at ``local_learning_rate`` (default
+            ``learning_rate``).
+        warm_up_iters, warm_up_fixed : ``warm_up_fixed`` are held for the first
+            ``warm_up_iters`` iterations (default ``m.warm_up_iters``, at most
+            half of ``max_iters``).
+        seed : of the minibatch sampler (default: the model's seed).
+        evaluate_final : see below.  ``tol`` is accepted for the common
+            signature and unused (SVI has no convergence test).
+
+        Fixed parameters (``m.fix``) are not moved; fixing ``q_mu`` or
+        ``q_sqrt`` moves the other one by Adam.  Snapshots (``callback``) and
+        the history report the minibatch estimate of the bound (noisy,
+        unbiased).  ``FitResult.objective`` is the full bound at the end (one
+        chunked pass) when ``evaluate_final``, else the mean estimate over the
+        last min(iterations, N / B) iterations.  The model is left at the last
+        iterate (SVI keeps no "best" point).  ``stop`` ends the fit after the
+        current iteration; ``pause`` blocks between iterations.
         """
         from ..optimize import FitResult, Snapshot
 
@@ -625,7 +664,11 @@ class StochasticBayesianGPLVM(LatentVariableModel):
                 raise ConfigurationError(f"Expected {name} in (0, 1], got {value!r} instead.")
         if not learning_rate > 0:
             raise ConfigurationError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
-        if final_learning_rate is not None and not final_learning_rate > 0:
+        if final_learning_rate is None:
+            final_learning_rate = learning_rate / 100.0
+        if final_natgrad_step is None:
+            final_natgrad_step = min(float(natgrad_step), 0.003)
+        if not final_learning_rate > 0:
             raise ConfigurationError(f"Expected final_learning_rate > 0, got {final_learning_rate!r} instead.")
         if final_natgrad_step is not None and not (0.0 < float(final_natgrad_step) <= 1.0):
             raise ConfigurationError(f"Expected final_natgrad_step in (0, 1], got {final_natgrad_step!r} instead.")

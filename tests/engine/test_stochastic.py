@@ -301,3 +301,12 @@ def test_save_and_load_round_trip(tmp_path):
     assert type(loaded) is StochasticBayesianGPLVM
     assert loaded.objective() == pytest.approx(m.objective(), rel=1e-12)
     np.testing.assert_array_equal(loaded.parameters["q_sqrt"], m.parameters["q_sqrt"])
+
+
+def test_refine_leaves_q_u_at_its_optimum_for_all_rows():
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    engine.fit(m, optimizer="svi", max_iters=100)
+    after = m.refine(passes=2)
+    assert np.isfinite(after) and after == pytest.approx(m.objective(), rel=1e-12)
+    g = m.objective_gradients()
+    assert np.max(np.abs(g["q_mu"])) < 1e-6 * max(1.0, np.max(np.abs(g["X_mean"])))

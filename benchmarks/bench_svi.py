@@ -1,0 +1,161 @@
+"""StochasticBayesianGPLVM (SVI) benchmarks: oil flow from a memmap, time per iteration vs N, bound vs collapsed.
+
+1. Oil flow (Q=10, M=50, batch 256), the data read through a memmap written
+   to a temporary directory: leave-one-out 1-NN errors in the two most
+   relevant latent dimensions (target <= 5) and wall time of the whole fit
+   including construction (target <= 2 minutes).
+2. Time per SVI iteration at 10^4 and 10^6 generated rows, memmapped in a
+   temporary directory (target: within 1.5x of each other).
+3. At 10^5 generated rows: the SVI bound per row against the collapsed
+   BayesianGPLVM's after its L-BFGS fit, and the ratio of the fit times
+   (target: within 10%, in <= 1/10 of the time).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_svi.py [--data ../shared/data/oil_flow.npz]
+        [--oil-iters 5000] [--sizes 10000 1000000] [--compare-rows 100000]
+        [--collapsed-iters 150] [--compare-iters 3000] [--skip oil,scaling,compare]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import engine  # noqa: E402
+from engine.metrics import most_relevant_dims, one_nn_errors  # noqa: E402
+
+from _common import load_oil  # noqa: E402
+
+#: fit_svi's defaults (Adam 0.05 -> 0.0005, q(u) natural-gradient step 0.2 -> 0.003, rows' step 1).
+OIL_SETTINGS = {}
+
+
+def to_memmap(Y, directory, name):
+    path = Path(directory) / f"{name}.npy"
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=Y.shape)
+    out[:] = Y
+    out.flush()
+    del out
+    return np.load(path, mmap_mode="r")
+
+
+def generated_memmap(n, directory, D=12, seed=0, chunk=100_000):
+    """n rows of a 3-D latent manifold through a fixed random nonlinear map, D outputs, written by chunks."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((3, 8))
+    B = rng.standard_normal((8, D)) / np.sqrt(8)
+    path = Path(directory) / f"gen_{n}.npy"
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, D))
+    for a in range(0, n, chunk):
+        b = min(a + chunk, n)
+        t = rng.standard_normal((b - a, 3))
+        out[a:b] = np.tanh(t @ A) @ B + 0.05 * rng.standard_normal((b - a, D))
+    out.flush()
+    del out
+    return np.load(path, mmap_mode="r")
+
+
+def bench_oil(args, tmp):
+    Y, labels = load_oil(args.data)
+    Ym = to_memmap(np.asarray(Y, dtype=np.float64), tmp, "oil")
+    t0 = time.perf_counter()
+    m = engine.StochasticBayesianGPLVM(Ym, 10, num_inducing=50, batch_size=256)
+    result = engine.fit(m, optimizer="svi", max_iters=args.oil_iters, **OIL_SETTINGS)
+    wall = time.perf_counter() - t0
+    dims = most_relevant_dims(m.relevance, 2)
+    errors = one_nn_errors(m.X_mean[:, dims], labels)
+    rel = m.relevance / m.relevance.max()
+    print(f"oil flow (memmap), Q=10, M=50, batch 256, {result.iterations} SVI iterations:")
+    print(f"  1-NN errors in dims {dims.tolist()}: {errors}   (target <= 5)")
+    print(f"  wall time (construction + fit + final full bound): {wall:.1f} s   (target <= 120 s)")
+    print(f"  bound {result.objective:.1f} nats ({result.objective / m.num_data:.3f} per row); "
+          f"dims off (relevance < 1% of max): {int(np.sum(rel < 0.01))} of 10")
+    print(f"  relevance: {np.array2string(m.relevance, precision=3)}")
+    return errors, wall
+
+
+def bench_scaling(args, tmp):
+    """Models at every size are built first, then timed round-robin (``rounds`` x ``iters`` iterations
+    each), so a changing background load falls on all sizes alike."""
+    print(f"time per SVI iteration (Q=10, M=50, batch 256, D=12, memmapped generated data; "
+          f"{args.scaling_rounds} interleaved rounds of {args.scaling_iters} iterations):")
+    models = {}
+    for n in args.sizes:
+        t0 = time.perf_counter()
+        models[n] = engine.StochasticBayesianGPLVM(generated_memmap(n, tmp), 10, num_inducing=50, batch_size=256)
+        built = time.perf_counter() - t0
+        engine.fit(models[n], optimizer="svi", max_iters=20, evaluate_final=False)  # warm-up
+        print(f"  N={n:>9,d}: construction (one pass over Y for the mean and PCA, q(u) start) {built:.1f} s",
+              flush=True)
+    per_iter = {n: [] for n in models}
+    for _ in range(args.scaling_rounds):
+        for n, m in models.items():
+            result = engine.fit(m, optimizer="svi", max_iters=args.scaling_iters, evaluate_final=False)
+            per_iter[n].append(result.elapsed / result.iterations)
+    for n, times in per_iter.items():
+        print(f"  N={n:>9,d}: median {np.median(times) * 1e3:7.2f} ms, min {np.min(times) * 1e3:7.2f} ms "
+              f"per iteration", flush=True)
+    sizes = list(per_iter)
+    if len(sizes) >= 2:
+        ratio = np.median(per_iter[sizes[-1]]) / np.median(per_iter[sizes[0]])
+        ratio_min = np.min(per_iter[sizes[-1]]) / np.min(per_iter[sizes[0]])
+        print(f"  ratio N={sizes[-1]:,d} / N={sizes[0]:,d}: {ratio:.2f}x median, {ratio_min:.2f}x min   "
+              "(target <= 1.5x)")
+
+
+def bench_compare(args, tmp):
+    n = args.compare_rows
+    Ym = generated_memmap(n, tmp, seed=1)
+    print(f"bound per row at N={n:,d} (Q=10, M=50, D=12): collapsed L-BFGS ({args.collapsed_iters} iterations) "
+          f"vs SVI ({args.compare_iters} iterations, batch 256):", flush=True)
+    t0 = time.perf_counter()
+    c = engine.BayesianGPLVM(np.asarray(Ym), 10, num_inducing=50)
+    rc = engine.fit(c, optimizer="lbfgs", max_iters=args.collapsed_iters)
+    t_c = time.perf_counter() - t0
+    print(f"  collapsed: {rc.objective / n:.4f} nats per row in {t_c:.1f} s", flush=True)
+    t0 = time.perf_counter()
+    s = engine.StochasticBayesianGPLVM(Ym, 10, num_inducing=50, batch_size=256)
+    rs = engine.fit(s, optimizer="svi", max_iters=args.compare_iters, evaluate_final=False, **OIL_SETTINGS)
+    t_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bound = s.objective()
+    t_eval = time.perf_counter() - t0
+    per_row_c, per_row_s = rc.objective / n, bound / n
+    gap = abs(per_row_s - per_row_c) / abs(per_row_c)
+    print(f"  SVI:       {per_row_s:.4f} nats per row in {t_s:.1f} s (+ {t_eval:.1f} s for the full bound)")
+    print(f"  relative difference of the bound per row: {gap:.1%}   (target <= 10%)")
+    print(f"  time ratio SVI / collapsed: {t_s / t_c:.3f}   (target <= 0.1)")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=None, help="oil-flow .npz (arrays Y, labels)")
+    p.add_argument("--oil-iters", type=int, default=5000)
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
+    p.add_argument("--scaling-iters", type=int, default=100)
+    p.add_argument("--scaling-rounds", type=int, default=7)
+    p.add_argument("--compare-rows", type=int, default=100_000)
+    p.add_argument("--collapsed-iters", type=int, default=150)
+    p.add_argument("--compare-iters", type=int, default=3000)
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: oil, scaling, compare")
+    args = p.parse_args(argv)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    engine.psi.warm_up()
+    with tempfile.TemporaryDirectory() as tmp:
+        if "oil" not in skip:
+            bench_oil(args, tmp)
+        if "scaling" not in skip:
+            bench_scaling(args, tmp)
+        if "compare" not in skip:
+            bench_compare(args, tmp)
+
+
+if __name__ == "__main__":
+    main()
