@@ -70,6 +70,12 @@ class Dataset:
     mean, scale   set by standardisation: original = values * scale + mean.
     imputed       (N, D) bool mask of the entries `prepare` filled in
                   (missing="impute-mean"), else None.
+    column_groups ((group name, (feature names...), (h, w) or None), ...):
+                  named groups of columns, e.g. the views of a multi-view
+                  file (NPZ arrays view_0, view_1, ...), with an image shape
+                  when a group's columns are an image; else None. Groups
+                  refer to columns by name, so dropped columns simply leave
+                  them (see `groups_present`).
     """
 
     values: np.ndarray
@@ -83,6 +89,7 @@ class Dataset:
     mean: np.ndarray | None = None
     scale: np.ndarray | None = None
     imputed: np.ndarray | None = None
+    column_groups: tuple | None = None
 
     def __post_init__(self):
         values = self.values
@@ -136,6 +143,13 @@ class Dataset:
                 )
             object.__setattr__(self, "image_shape", shape)
         object.__setattr__(self, "warnings", [str(w) for w in self.warnings])
+        if self.column_groups is not None:
+            groups = []
+            for group in self.column_groups:
+                gname, cols, shape = group if len(group) == 3 else (*group, None)
+                shape = None if shape is None else (int(shape[0]), int(shape[1]))
+                groups.append((str(gname), tuple(str(c) for c in cols), shape))
+            object.__setattr__(self, "column_groups", tuple(groups) or None)
         if self.imputed is not None:
             imp = np.asarray(self.imputed, dtype=bool)
             if imp.shape != (n, d):
@@ -148,6 +162,21 @@ class Dataset:
                 if vec.shape != (d,):
                     raise DataError(f"Expected {attr} of shape ({d},), got {vec.shape} instead.")
                 object.__setattr__(self, attr, vec)
+
+    def groups_present(self) -> list[tuple[str, list[int], tuple | None]]:
+        """``column_groups`` as (name, column indices, image shape) for the columns still present.
+
+        A group that lost columns loses its image shape; empty groups are left out.
+        """
+        if not self.column_groups:
+            return []
+        where = {name: j for j, name in enumerate(self.feature_names)}
+        out = []
+        for gname, cols, shape in self.column_groups:
+            idx = [where[c] for c in cols if c in where]
+            if idx:
+                out.append((gname, idx, shape if len(idx) == len(cols) else None))
+        return out
 
     @property
     def n(self) -> int:

@@ -136,6 +136,12 @@ def parse_npy(data: bytes, *, limits: Limits) -> RawTable:
 def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
     """NPZ with arrays Y, optional labels, image_shape, feature_names and mask.
 
+    Without Y, arrays ``view_0``, ``view_1``, ... (two or more, each (N, D_v),
+    or (N, h, w) for images, same rows) are several views of the same rows:
+    they are placed side by side and each becomes a column group
+    (``Dataset.column_groups``), named by its array, with columns
+    ``view_0.x1`` ... (or ``view_0.px_<row>_<col>`` for images).
+
     ``mask`` (bool, Y's shape, True = missing, numpy.ma's convention) marks
     missing cells; NaN in Y marks them too. ``np.savez`` of a masked array
     keeps only its data, so save ``Y=m.filled(np.nan)`` or ``mask=m.mask``.
@@ -158,8 +164,11 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
             "The NPZ archive holds no arrays. Save it with np.savez(path, Y=..., labels=...)."
         )
     warnings: list[str] = []
+    view_keys = _view_keys(arrays)
     if "Y" in arrays:
         key = "Y"
+    elif view_keys:
+        key = None
     elif len(arrays) == 1:
         key = next(iter(arrays))
         warnings.append(f"Used the only array in the NPZ, {quote(key, 40)}, as the data Y")
@@ -186,10 +195,16 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
             raise DataError(f"{what} is corrupt ({plain(exc, 120)}). Save the file again with np.savez.") from None
         return read_npy(raw, what=what, limits=limits, allow_text=allow_text)
 
-    arr = load(key, allow_text=False)
-    if arr.ndim >= 2:
-        limits.check_shape(arr.shape[0], int(np.prod(arr.shape[1:])))
-    values, image_shape = _matrix(arr, f"Array {quote(key, 40)} in the NPZ")
+    groups = None
+    if key is None:  # views view_0, view_1, ...: side by side, one column group each
+        arr, values, groups = _load_views(view_keys, load, limits)
+        image_shape = None
+        key = "view_0"
+    else:
+        arr = load(key, allow_text=False)
+        if arr.ndim >= 2:
+            limits.check_shape(arr.shape[0], int(np.prod(arr.shape[1:])))
+        values, image_shape = _matrix(arr, f"Array {quote(key, 40)} in the NPZ")
     n, d = values.shape
 
     labels = None
@@ -218,7 +233,7 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
             )
         image_shape = (h, w)
 
-    if "mask" in arrays:
+    if "mask" in arrays and groups is None:
         mask = load("mask", allow_text=False)
         if mask.shape != arr.shape or mask.dtype.kind not in "biu":
             raise DataError(
@@ -232,7 +247,9 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
             warnings.append(f"{int(mask.sum())} cell(s) marked missing by the NPZ's 'mask' array")
 
     names = [f"x{j + 1}" for j in range(d)]
-    if "feature_names" in arrays:
+    if groups is not None:
+        names = [c for _, cols, _ in groups for c in cols]
+    elif "feature_names" in arrays:
         fn = load("feature_names", allow_text=True)
         if fn.shape != (d,) or fn.dtype.kind not in "US":
             raise DataError(
@@ -243,7 +260,8 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
         if len(set(names)) != len(names):
             raise DataError("Array 'feature_names' in the NPZ has repeated names; make them unique.")
 
-    extra = sorted(set(arrays) - {key, "labels", "image_shape", "feature_names", "mask"})
+    used = {key, "labels", "image_shape", "feature_names", "mask"} if groups is None else {"labels", *view_keys}
+    extra = sorted(set(arrays) - used)
     if extra:
         warnings.append("Ignored NPZ array(s): " + ", ".join(quote(a, 40) for a in extra[:10]))
     return RawTable(
@@ -253,4 +271,41 @@ def parse_npz(data: bytes, *, limits: Limits) -> RawTable:
         label_name="labels" if labels is not None else None,
         image_shape=image_shape,
         warnings=warnings,
+        column_groups=groups,
     )
+
+
+def _view_keys(arrays) -> list[str]:
+    """``view_0``, ``view_1``, ... present without a gap (at least two), else []."""
+    keys = []
+    while f"view_{len(keys)}" in arrays:
+        keys.append(f"view_{len(keys)}")
+    return keys if len(keys) >= 2 else []
+
+
+def _load_views(keys, load, limits: Limits):
+    """Arrays view_0, view_1, ... (each (N, D_v) or (N, h, w)) side by side, and their column groups."""
+    parts, groups, rows = [], [], None
+    for key in keys:
+        arr = load(key, allow_text=False)
+        what = f"Array {quote(key, 40)} in the NPZ"
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            block, shape = arr.astype(np.float64), None  # a one-column view is fine inside several
+        else:
+            block, shape = _matrix(arr, what)
+        if rows is None:
+            rows = block.shape[0]
+        elif block.shape[0] != rows:
+            raise DataError(
+                f"{what} has {block.shape[0]} rows, but {quote(keys[0], 40)} has {rows}; "
+                "every view must have one row per data point, in the same order."
+            )
+        if shape is not None:
+            cols = tuple(f"{key}.px_{r}_{c}" for r in range(shape[0]) for c in range(shape[1]))
+        else:
+            cols = tuple(f"{key}.x{j + 1}" for j in range(block.shape[1]))
+        parts.append(block)
+        groups.append((key, cols, shape))
+    values = np.hstack(parts)
+    limits.check_shape(*values.shape)
+    return values, values, tuple(groups)

@@ -67,6 +67,7 @@ class RawTable:
     label_name: str | None = None
     image_shape: tuple[int, int] | None = None
     warnings: list[str] = field(default_factory=list)
+    column_groups: tuple | None = None  # ((name, (feature names...), (h, w) or None), ...)
 
 
 def _names(names: list[str], limit: int = 8) -> str:
@@ -153,4 +154,5 @@ def finish(raw: RawTable, *, name: str, description: str) -> Dataset:
         description=description,
         warnings=warnings,
         label_name=raw.label_name,
+        column_groups=raw.column_groups,
     )
