@@ -22,7 +22,9 @@ from gplvm_explorer.views import (
     ARDPlot,
     DataPanel,
     ExportPanel,
+    ImputationView,
     LatentMap,
+    MissingDataChoice,
     ModelPanel,
     ObjectivePlot,
     PageErrors,
@@ -72,7 +74,8 @@ def create_app(**explorer_options):
 
     sidebar = [
         card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
-        card(ModelPanel(explorer=ex), "2 · Model", help_texts.MODEL),
+        card(pn.Column(ModelPanel(explorer=ex), MissingDataChoice(explorer=ex), sizing_mode="stretch_width"),
+             "2 · Model", help_texts.MODEL),
         card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
     ]
     main = [
@@ -84,6 +87,7 @@ def create_app(**explorer_options):
             sizing_mode="stretch_width",
         ),
         ObjectivePlot(explorer=ex),
+        ImputationView(explorer=ex),
         ExportPanel(explorer=ex),
     ]
     template = pn.template.FastListTemplate(

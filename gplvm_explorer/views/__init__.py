@@ -1,9 +1,10 @@
 """Viewer components of the explorer: each reads the explorer's state objects; none keeps state of its own."""
 from .controls import DataPanel, ModelPanel, PageErrors, StatusBar, TrainingPanel
 from .export import ExportPanel
+from .imputation import ImputationView, MissingDataChoice
 from .latent_map import LatentMap
 from .reconstruction import ReconstructionView
 from .training_plots import ARDPlot, ObjectivePlot
 
-__all__ = ["ARDPlot", "DataPanel", "ExportPanel", "LatentMap", "ModelPanel", "ObjectivePlot", "PageErrors",
-           "ReconstructionView", "StatusBar", "TrainingPanel"]
+__all__ = ["ARDPlot", "DataPanel", "ExportPanel", "ImputationView", "LatentMap", "MissingDataChoice", "ModelPanel",
+           "ObjectivePlot", "PageErrors", "ReconstructionView", "StatusBar", "TrainingPanel"]
