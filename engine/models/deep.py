@@ -61,10 +61,12 @@ layer's noise only with ``include_noise``.  Cross-covariances between the
 outputs of a hidden layer are dropped (the diagonal Gaussian closest in
 moments per dimension).
 
-Projection of new rows (:meth:`DeepGP.infer_latent`) is layer by layer: y* is
-projected into the bottom layer (the Bayesian GP-LVM projection of
-:mod:`engine.infer`, with the other layers' q(X) and all parameters fixed),
-its mean into the layer above, and so on to the top.
+Projection of new rows (:meth:`DeepGP.project`, :meth:`DeepGP.infer_latent`)
+starts layer by layer: y* is projected into the bottom layer (the Bayesian
+GP-LVM projection of :mod:`engine.infer`, all parameters and the training
+rows' q(X) fixed), its mean into the layer above, and so on to the top;
+optionally (``joint=True``) the row's q(x*_l) of all layers are then
+optimised together on the deep bound (:mod:`engine.models._deep_projection`).
 """
 from __future__ import annotations
 
@@ -81,13 +83,12 @@ from ..bound import collapsed_bound_stats, gaussian_kl
 from ..errors import ConfigurationError, ShapeError
 from ..infer import LatentInference
 from ..transforms import POSITIVE, ParameterSpec
-from ..validation import real_matrix
 from .base import JITTER_RELATIVE, LatentVariableModel, initial_X, validate_latent_dim
 from .collapsed import add_grads, inducing_subset
 
 LOG_2PI_E = np.log(2.0 * np.pi) + 1.0
 
-__all__ = ["DeepGP", "DeepLayer", "layer_bound"]
+__all__ = ["DeepGP", "DeepLayer", "DeepProjection", "layer_bound"]
 
 
 class DeepLayer(NamedTuple):
@@ -104,6 +105,18 @@ class DeepLayer(NamedTuple):
     Z: np.ndarray
     kernel: object
     noise_variance: float
+
+
+class DeepProjection(NamedTuple):
+    """New rows projected into every layer: means, variances: [(n, Q_l)] from the data side up;
+    log_density (n,); observed (n, D) bool; prediction, prediction_variance (n, D) in data units."""
+
+    means: list
+    variances: list
+    log_density: np.ndarray
+    observed: np.ndarray
+    prediction: np.ndarray
+    prediction_variance: np.ndarray
 
 
 class LayerBound(NamedTuple):
@@ -183,8 +196,9 @@ class DeepGP(LatentVariableModel):
                  X_variance=0.5, Z=None, noise_variance=None):
         dims = _validate_layer_dims(layer_dims)
         H = len(dims)
-        Yr = real_matrix(Y)
-        Yc = Yr - Yr.mean(axis=0)
+        # the base class validates and centres Y (self.Y); the kernel is a placeholder until the layers exist
+        super().__init__(Y, dims[-1], _kernels.RBF(dims[-1], ard=True), noise_variance=1.0, init=init)
+        Yc = self.Y
         kernels = _per_layer(kernels, H, "kernels")
         Xs = _per_layer(X, H, "X") if X is not None else [None] * H
         Zs = _per_layer(Z, H, "Z") if Z is not None else [None] * H
@@ -222,7 +236,8 @@ class DeepGP(LatentVariableModel):
             # the next layer initialises from these means at their principal-component scale
             outputs = X0 * np.sqrt(np.maximum(fractions, 0.0)) if fractions is not None and Xs[l] is None else X0
 
-        super().__init__(Yr, dims[-1], layer_init[-1][3], noise_variance=layer_init[0][4], init=init)
+        self._kernel = layer_init[-1][3].copy()
+        self._initial_noise_variance = layer_init[0][4]
         self.layer_dims = dims
         self.num_layers = H
         self._kernels = [entry[3] for entry in layer_init]
@@ -233,7 +248,7 @@ class DeepGP(LatentVariableModel):
             p = self._prefix(l)
             specs += [self._free_spec(p + "X_mean", X0.shape), ParameterSpec(p + "X_variance", X0.shape, POSITIVE),
                       self._free_spec(p + "Z", Z0.shape),
-                      *[ParameterSpec(p + name, np.shape(v), POSITIVE) for name, v in kern.params.items()],
+                      *[ParameterSpec(p + spec.name, spec.shape, spec.transform) for spec in self._kernel_specs(kern)],
                       ParameterSpec(p + "noise_variance", (), POSITIVE)]
             values.update({p + "X_mean": X0, p + "X_variance": S0, p + "Z": Z0, p + "noise_variance": noise,
                            **{p + name: v for name, v in kern.params.items()}})
@@ -467,21 +482,39 @@ class DeepGP(LatentVariableModel):
             results.append(models[l].infer_latent(results[-1].mean, **options))
         return results
 
-    def infer_latent(self, Ynew, observed=None, **options) -> LatentInference:
-        """Project new rows Ynew (n, D) or (D,) (NaN = unobserved) to the top layer, layer by layer.
+    def project(self, Ynew, observed=None, joint=False, max_iters=200, **options) -> DeepProjection:
+        """q(x*_l) in every layer for new rows Ynew (n, D) or (D,) (NaN = unobserved, or ``observed``).
 
-        Returns a LatentInference with the top layer's mean and variance (n, Q_top);
-        ``prediction``/``prediction_variance`` reconstruct Ynew (n, D) from its
-        bottom-layer q(x*) (noise included); ``log_density`` (n,) is the deep
-        bound's increase from adding the row at these q(x*_l) (each layer's
-        data term, the hidden layers' entropies and the top KL), nats.
+        Layer by layer (:meth:`infer_layers`, ``options`` passed on; all rows
+        batched).  With ``joint`` every row's q(x*_l) of all layers are then
+        optimised together (one L-BFGS run of at most ``max_iters`` iterations
+        per row: much slower), so each layer's point is also pulled by the
+        layer above rather than by an N(0, I) prior, and the density is higher.  ``log_density`` (n,) is the deep bound's increase when the row
+        is added at these q(x*_l), nats (Titsias & Lawrence 2010, eq. 20, for
+        the deep bound).
         """
-        results = self.infer_layers(Ynew, observed=observed, **options)
+        from ..infer import check_new_data
+        from ._deep_projection import refine_rows, training_layers
+
+        greedy = self.infer_layers(Ynew, observed=observed, **options)
+        starts = [(r.mean, r.variance) for r in greedy]
         values = self.parameters
+        if joint:
+            Y, mask = check_new_data(self, Ynew, observed)
+            Yc = np.where(mask, Y - self.Y_mean, 0.0)
+            means, variances, density = refine_rows(training_layers(self, values), Yc, mask, starts, max_iters)
+        else:
+            means, variances = [m for m, _ in starts], [v for _, v in starts]
+            density = self._layerwise_density(greedy, values)
+        pred, pred_var = self._layer_models()[0].predict(means[0], variances[0], include_noise=True)
+        return DeepProjection(means, variances, density, greedy[0].observed, pred, pred_var)
+
+    def _layerwise_density(self, results, values) -> np.ndarray:
+        """The deep bound's increase at the layer-by-layer projections (each layer's data term from
+        its Bayesian GP-LVM projection, which reports F_O(X, x*) - F_O(X))."""
         H = self.num_layers
         density = np.zeros(len(results[0]))
         for l, r in enumerate(results):
-            # a Bayesian GP-LVM projection reports the increase of its data term, F_O(X, x*) - F_O(X)
             density += r.log_density
             if l > 0:
                 beta = 1.0 / float(values[self._prefix(l) + "noise_variance"])
@@ -490,9 +523,19 @@ class DeepGP(LatentVariableModel):
                 density += 0.5 * np.sum(np.log(r.variance), axis=1) + 0.5 * r.variance.shape[1] * LOG_2PI_E
             else:
                 density -= 0.5 * np.sum(r.mean**2 + r.variance - np.log(r.variance) - 1.0, axis=1)
-        top, bottom = results[-1], results[0]
-        return LatentInference(mean=top.mean, variance=top.variance, log_density=density, observed=bottom.observed,
-                               prediction=bottom.prediction, prediction_variance=bottom.prediction_variance)
+        return density
+
+    def infer_latent(self, Ynew, observed=None, joint=False, **options) -> LatentInference:
+        """Project new rows Ynew (n, D) or (D,) (NaN = unobserved) to the top layer (:meth:`project`).
+
+        Returns a LatentInference with the top layer's mean and variance (n, Q_top);
+        ``prediction``/``prediction_variance`` reconstruct Ynew (n, D) from the
+        row's bottom-layer q(x*) (noise included); ``log_density`` (n,) is the
+        deep bound's increase from adding the row, nats.
+        """
+        p = self.project(Ynew, observed=observed, joint=joint, **options)
+        return LatentInference(mean=p.means[-1], variance=p.variances[-1], log_density=p.log_density,
+                               observed=p.observed, prediction=p.prediction, prediction_variance=p.prediction_variance)
 
     def log_density(self, Ynew, observed=None, **options):
         """(n,) the deep bound's increase per new row (see :meth:`infer_latent`), nats."""

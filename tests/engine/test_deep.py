@@ -213,26 +213,55 @@ def test_infer_latent_projects_training_rows_near_their_own_top_latents(trained)
     assert odd.log_density[0] < result.log_density.min()
 
 
-def test_log_density_is_the_increase_of_the_deep_bound_when_the_row_is_added():
-    """F(Y + row, with q(x*_l) at the projection) - F(Y) at fixed parameters, computed by a second model."""
+@pytest.fixture(scope="module")
+def small_fitted():
     Y = curved_data(N=20, D=4, seed=3)
     Y = Y - Y.mean(axis=0)  # so that appending the mean row (zeros) keeps the centring
     model = engine.DeepGP(Y, [2, 2], num_inducing=[6, 5])
     model.fit(max_iters=30)
-    layers = model.infer_layers(np.zeros((1, 4)))
-    density = model.log_density(np.zeros(4))
+    return model
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_log_density_is_the_increase_of_the_deep_bound_when_the_row_is_added(small_fitted, joint):
+    """F(Y + row, with q(x*_l) at the projection) - F(Y) at fixed parameters, computed by a second model."""
+    model = small_fitted
+    Y = model.Y
+    projection = model.project(np.zeros(4), joint=joint)
     values = model.parameters
     named = dict(values)
-    for l, r in enumerate(layers):
-        named[f"layer{l}.X_mean"] = np.vstack([values[f"layer{l}.X_mean"], r.mean])
-        named[f"layer{l}.X_variance"] = np.vstack([values[f"layer{l}.X_variance"], r.variance])
+    for l in range(2):
+        named[f"layer{l}.X_mean"] = np.vstack([values[f"layer{l}.X_mean"], projection.means[l]])
+        named[f"layer{l}.X_variance"] = np.vstack([values[f"layer{l}.X_variance"], projection.variances[l]])
     bigger = engine.DeepGP(np.vstack([Y, np.zeros((1, 4))]), [2, 2], kernels=[l.kernel for l in model.layers],
                            X=[named["layer0.X_mean"], named["layer1.X_mean"]],
                            Z=[values["layer0.Z"], values["layer1.Z"]])
     bigger.set_parameters(**named)
     bigger.jitter = model.jitter
-    assert density.shape == (1,)
-    assert density[0] == pytest.approx(bigger.objective() - model.objective(), rel=1e-8, abs=1e-8)
+    assert projection.log_density.shape == (1,)
+    assert projection.log_density[0] == pytest.approx(bigger.objective() - model.objective(), rel=1e-8, abs=1e-8)
+
+
+def test_joint_projection_has_exact_gradients_and_never_lowers_the_density(small_fitted):
+    from engine.models._deep_projection import RowObjective, training_layers
+    from gradcheck import check_grad
+
+    model = small_fitted
+    layers = training_layers(model, model.parameters)
+    rng = np.random.default_rng(4)
+    cols = np.array([0, 2, 3])  # a partly observed row
+    objective = RowObjective(layers, rng.normal(size=3), cols)
+    theta = objective.pack([rng.normal(size=2), rng.normal(size=2)], [rng.uniform(0.1, 1, 2), rng.uniform(0.1, 1, 2)])
+    # J is a difference of two bounds of the training size: a larger step keeps round-off out of the check
+    assert check_grad(lambda t: objective(t)[0], theta, objective(theta)[1], eps=1e-4) < 1e-6
+    rows = np.vstack([model.Y[:2] + model.Y_mean, np.full((1, 4), 2.0)])
+    rows[1, 2] = np.nan
+    greedy = model.project(rows, joint=False)
+    joint = model.project(rows, joint=True)
+    assert np.all(joint.log_density >= greedy.log_density - 1e-9)
+    assert np.any(joint.log_density > greedy.log_density + 1e-3)
+    assert joint.prediction.shape == (3, 4) and [m.shape for m in joint.means] == [(3, 2), (3, 2)]
+    np.testing.assert_array_equal(joint.observed, ~np.isnan(rows))
 
 
 # ---------------------------------------------------------------------- fitting and the API
