@@ -202,3 +202,99 @@ def sklearn_digits(seed: int = 0) -> Dataset:
         ),
         label_name="digit",
     )
+
+
+# --------------------------------------------------------------------------
+# Samples for the dynamical model (GPDS) and for several views (MRD)
+# --------------------------------------------------------------------------
+
+WALK_PERIOD = 2.4  # seconds per stride
+WALK_SPAN = 12.0  # seconds recorded (five strides)
+WALK_FRAMES = 150  # frames before the gap is cut out
+WALK_GAP = (5.0, 6.6)  # seconds without frames (two thirds of a stride)
+WALK_NOISE = 0.01
+TWO_VIEW_N = 120
+TWO_VIEW_GRID = 10  # the image view is GRID x GRID pixels
+TWO_VIEW_SENSORS = 8
+TWO_VIEW_NOISE = 0.05
+
+
+def walk_markers(phase: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Marker positions of a walking two-segment leg pair at stride phases (radians): (n, 13), names."""
+    phase = np.asarray(phase, dtype=float)
+    cols = [1.0 + 0.03 * np.cos(2 * phase)]  # the hip bobs twice per stride
+    names = ["hip_y"]
+    for side, shift in (("left", 0.0), ("right", np.pi)):
+        p = phase + shift
+        thigh = 0.45 * np.sin(p)  # swing of the thigh from vertical
+        knee = 0.6 * 0.5 * (1.0 - np.cos(p + 0.6))  # the knee bends during the swing
+        kx, ky = 0.5 * np.sin(thigh), cols[0] - 0.5 * np.cos(thigh)
+        shin = thigh - knee
+        ax, ay = kx + 0.5 * np.sin(shin), ky - 0.5 * np.cos(shin)
+        tx, ty = ax + 0.15 * np.cos(shin), ay + 0.15 * np.sin(shin)
+        cols += [kx, ky, ax, ay, tx, ty]
+        names += [f"{side}_{m}_{c}" for m in ("knee", "ankle", "toe") for c in ("x", "y")]
+    return np.column_stack(cols), names
+
+
+def walking_gap(seed: int = 0) -> Dataset:
+    """A leg pair walking for five strides, 13 marker coordinates per frame, with a gap in time."""
+    rng = np.random.default_rng(seed)
+    step = WALK_SPAN / (WALK_FRAMES - 1)
+    t = np.linspace(0.0, WALK_SPAN, WALK_FRAMES) + rng.uniform(-0.2, 0.2, WALK_FRAMES) * step
+    t = np.sort(np.clip(t, 0.0, WALK_SPAN))
+    keep = (t < WALK_GAP[0]) | (t > WALK_GAP[1])
+    t = t[keep]
+    Y, names = walk_markers(2 * np.pi * t / WALK_PERIOD)
+    Y = Y + WALK_NOISE * rng.standard_normal(Y.shape)
+    return Dataset(
+        values=Y,
+        labels=np.round(t, 3),  # continuous (seconds)
+        feature_names=names,
+        name="walking-gap",
+        description=(
+            f"{t.size} frames of a generated walk (two legs of two segments each; hip height and the "
+            f"(x, y) of both knees, ankles and toes: 13 coordinates) over {WALK_SPAN:.0f} s, a stride "
+            f"every {WALK_PERIOD} s, noise sd {WALK_NOISE}. No frames between {WALK_GAP[0]} s and "
+            f"{WALK_GAP[1]} s (the gap). Label: the frame's time in seconds -- choose it as the time "
+            "of the dynamical model, which fills the gap and predicts beyond the ends."
+        ),
+        label_name="time (s)",
+    )
+
+
+def _blob_images(sx: np.ndarray, sy: np.ndarray) -> np.ndarray:
+    g = np.linspace(-1.0, 1.0, TWO_VIEW_GRID)
+    gx, gy = np.meshgrid(g, g)
+    cx, cy = 0.6 * sx[:, None], -0.6 * sy[:, None]  # row 0 is the top: +sy moves the blob up
+    return np.exp(-((gx.ravel()[None] - cx) ** 2 + (gy.ravel()[None] - cy) ** 2) / (2 * 0.3**2))
+
+
+def two_views(seed: int = 0) -> Dataset:
+    """An image view and a sensor view of the same rows: one shared and one private factor each."""
+    rng = np.random.default_rng(seed)
+    n = TWO_VIEW_N
+    s, pa, pb = (rng.uniform(-1.0, 1.0, n) for _ in range(3))
+    W = np.random.default_rng(20240612).normal(size=(4, TWO_VIEW_SENSORS))  # fixed for every seed
+    image = _blob_images(s, pa) + TWO_VIEW_NOISE * rng.standard_normal((n, TWO_VIEW_GRID ** 2))
+    sensor = np.c_[s, s ** 2 - 1 / 3, pb, pb ** 2 - 1 / 3] @ W + TWO_VIEW_NOISE * rng.standard_normal(
+        (n, TWO_VIEW_SENSORS))
+    img_names = tuple(f"image.px_{r}_{c}" for r, c in np.ndindex(TWO_VIEW_GRID, TWO_VIEW_GRID))
+    sen_names = tuple(f"sensor.s{j + 1}" for j in range(TWO_VIEW_SENSORS))
+    quarter = np.minimum(((s + 1.0) * 2.0).astype(np.int64), 3)
+    return Dataset(
+        values=np.hstack([image, sensor]),
+        labels=quarter,
+        feature_names=list(img_names + sen_names),
+        name="two-views",
+        description=(
+            f"{n} rows seen twice: an image view ({TWO_VIEW_GRID}x{TWO_VIEW_GRID} pixels, a blob whose "
+            "horizontal position is the shared factor s and whose height is the image's private "
+            f"factor) and a sensor view ({TWO_VIEW_SENSORS} readings, a fixed linear map of s, s^2 and "
+            "the sensors' own private factor and its square); s and both private factors uniform on "
+            f"[-1, 1], noise sd {TWO_VIEW_NOISE}. MRD should find one latent dimension relevant in both "
+            "views and one private to each. Label: the quarter of [-1, 1] that s falls in (0-3)."
+        ),
+        label_name="shared factor s (quarter)",
+        column_groups=(("image", img_names, (TWO_VIEW_GRID, TWO_VIEW_GRID)), ("sensor", sen_names, None)),
+    )

@@ -15,8 +15,8 @@ from .dataset import Dataset, SampleInfo
 from .errors import DataError
 from .generators import (
     ANGLE_BUCKET, FLOW_D, FLOW_PER_CLASS, GLYPH_N, GLYPH_SCALED_N, GLYPH_SIZE, SWISS_BUCKETS,
-    SWISS_N, occluded_glyph, rotating_glyph, rotating_scaled_glyph, sklearn_digits, swiss_roll,
-    three_phase_flow,
+    SWISS_N, TWO_VIEW_GRID, TWO_VIEW_N, TWO_VIEW_SENSORS, occluded_glyph, rotating_glyph,
+    rotating_scaled_glyph, sklearn_digits, swiss_roll, three_phase_flow, two_views, walking_gap,
 )
 from .prepare import check_seed, prepare
 
@@ -61,6 +61,19 @@ _REGISTRY: tuple[_Sample, ...] = (
                    (GLYPH_N, GLYPH_SIZE ** 2), (GLYPH_SIZE, GLYPH_SIZE),
                    f"angle ({ANGLE_BUCKET} degree bucket)"),
         occluded_glyph,
+    ),
+    _Sample(
+        SampleInfo("walking-gap", "Walking, with a gap in time (for the dynamical model)",
+                   "A generated walk, 13 marker coordinates per frame, no frames for 1.6 s: "
+                   "the dynamical GP-LVM fills the gap.",
+                   (131, 13), None, "time (s)"),
+        walking_gap,
+    ),
+    _Sample(
+        SampleInfo("two-views", "Two views: image and sensors (for MRD)",
+                   "An image view and a sensor view of the same rows: one shared factor, one private to each.",
+                   (TWO_VIEW_N, TWO_VIEW_GRID ** 2 + TWO_VIEW_SENSORS), None, "shared factor s (quarter)"),
+        two_views,
     ),
     _Sample(
         SampleInfo("digits", "Handwritten digits 8x8 (scikit-learn)",
