@@ -32,6 +32,7 @@ __all__ = [
     "check",
     "format_bytes",
     "spec",
+    "view_split",
 ]
 
 #: Kernel families: key -> label shown to people.
@@ -67,6 +68,11 @@ class ModelConfig:
     optimizer: str = "lbfgs"
     max_iters: int = 300
     seed: int = 0
+    # extra inputs of the models that need them (ModelSpec.inputs); plain values
+    times: tuple | None = None  # "time": one time per row (None: row order 0, 1, 2, ...)
+    time_name: str = ""  # where the times came from, for describe()
+    view_sizes: tuple | None = None  # "views": columns per view, the data's columns in view order
+    view_names: tuple | None = None  # one name per view, for describe() and the views' panels
 
     @property
     def spec(self) -> "ModelSpec":
@@ -83,6 +89,11 @@ class ModelConfig:
         parts = [s.display_name, kern, f"Q={self.latent_dim}"]
         if s.uses_inducing:
             parts.append(f"M={self.num_inducing}")
+        if "time" in s.inputs:
+            parts.append(f"time={self.time_name or 'row order'}")
+        if "views" in s.inputs and self.view_sizes:
+            names = self.view_names or tuple(f"view {v}" for v in range(len(self.view_sizes)))
+            parts.append("views=" + " + ".join(f"{n} ({d})" for n, d in zip(names, self.view_sizes)))
         parts += [f"init={INITS.get(self.init, self.init)}",
                   f"optimiser={OPTIMIZERS.get(self.optimizer, self.optimizer)}",
                   f"{self.max_iters} iterations", f"seed={self.seed}"]
@@ -104,6 +115,12 @@ class ModelSpec:
     ``memory`` and ``seconds`` are functions of ``(N, D, Q, M)``.
     ``handles_missing``: the model trains on data with missing (NaN) cells as
     they are; for the others the app fills or drops them first.
+    ``inputs``: what the model needs besides the data matrix -- ``"time"``
+    (one time per row, :attr:`ModelConfig.times`) or ``"views"`` (the columns
+    split into views, :attr:`ModelConfig.view_sizes`).  ``panel``: the key of
+    the extra view the page shows for this model's results (``""``: none).
+    ``builder``: ``(Y, config) -> model`` when the engine class takes more
+    than ``(Y, Q, kernel=, init=, seed=)``.
     """
 
     key: str
@@ -117,6 +134,9 @@ class ModelSpec:
     seconds: Callable[[int, int, int, int], float] = field(repr=False)
     cheaper: str = ""  # what to suggest when it is too big
     handles_missing: bool = False  # trains on NaN entries as missing (others need complete data)
+    inputs: tuple = ()  # "time", "views"
+    panel: str = ""  # "dynamics", "views"
+    builder: Callable | None = field(default=None, repr=False)
 
     def cost(self, n: int, d: int, q: int, m: int) -> Cost:
         m = m if self.uses_inducing else 0
@@ -124,6 +144,8 @@ class ModelSpec:
 
     def build(self, Y: np.ndarray, config: ModelConfig):
         """The engine model (not fitted) this spec and ``config`` describe."""
+        if self.builder is not None:
+            return self.builder(Y, config)
         import engine
 
         cls = getattr(engine, self.engine_class)
@@ -144,6 +166,54 @@ def _collapsed_memory(n, d, q, m):
     # 50 pairs of parameter-sized vectors), M x M factors; plus a fixed overhead
     params = n * q * 2 + m * q + q + 3
     return _BYTES * (3 * n * d + 4 * n * m + 6 * n * q + 110 * params + 20 * m * m) + 50e6
+
+
+def _gpds_memory(n, d, q, m):
+    # per latent dimension the N x N time kernel factors S_q and B_q^-1, plus their work arrays
+    return _collapsed_memory(n, d, q, m) + _BYTES * (3 * q + 4) * n * n
+
+
+def _build_gpds(Y, config: ModelConfig):
+    import engine
+
+    n = Y.shape[0]
+    t = np.arange(n, dtype=float) if config.times is None else np.asarray(config.times, dtype=float)
+    return engine.DynamicalBGPLVM(Y, t, int(config.latent_dim), num_inducing=int(config.num_inducing),
+                                  kernel=_build_kernel(config), init=config.init, seed=int(config.seed))
+
+
+def view_split(d: int, view_sizes) -> list[int]:
+    """Columns per view: ``view_sizes`` when it covers the ``d`` columns, else two halves."""
+    sizes = [int(v) for v in (view_sizes or ())]
+    if len(sizes) >= 1 and all(v >= 1 for v in sizes) and sum(sizes) == d:
+        return sizes
+    return [d // 2, d - d // 2] if d >= 2 else [d]
+
+
+def _build_mrd(Y, config: ModelConfig):
+    """MRD over the views; its own per-view initialisation, then the chosen kernel's extra terms."""
+    import engine
+    from engine import kernels as K
+
+    sizes = view_split(Y.shape[1], config.view_sizes)
+    views = np.split(Y, np.cumsum(sizes)[:-1], axis=1)
+    Q, M = int(config.latent_dim), int(config.num_inducing)
+    base = engine.MRD(views, Q, num_inducing=M, init=config.init, seed=int(config.seed))
+    if config.kernel == "rbf" and not config.bias and not config.white:
+        return base
+    # keep MRD's start (ARD lengthscales per view from the share of each view's variance per
+    # component, so shared and private dims can emerge) and add the bias / white terms asked for
+    kernels = []
+    for k in base.kernels:
+        if config.kernel == "linear":
+            k = K.Linear(Q, variances=np.maximum(np.asarray(k.relevance, dtype=float), 1e-6))
+        if config.bias:
+            k = k + K.Bias(Q, variance=0.1)
+        if config.white:
+            k = k + K.White(Q, variance=1e-3)
+        kernels.append(k)
+    return engine.MRD(views, Q, num_inducing=M, kernels=kernels, init=config.init, seed=int(config.seed),
+                      X=base.X_mean)
 
 
 def _exact_memory(n, d, q, m):
@@ -174,6 +244,23 @@ CATALOG: dict[str, ModelSpec] = {
             uncertain_latents=False, memory=_exact_memory,
             seconds=lambda n, d, q, m: _EXACT_RATE * n ** 3 + 2e-9 * n * n * (d + q),
             cheaper="the sparse or Bayesian GP-LVM (their cost grows linearly with N)",
+        ),
+        ModelSpec(
+            key="gpds", display_name="GP-LVM with dynamics (GPDS)", objective_name="ELBO",
+            engine_class="DynamicalBGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
+            uncertain_latents=True, memory=_gpds_memory,
+            seconds=lambda n, d, q, m: (_COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d
+                                        + 1e-9 * q * n ** 3),
+            cheaper="fewer frames (its cost grows with N^3 per latent dimension), or a static model",
+            inputs=("time",), panel="dynamics", builder=_build_gpds,
+        ),
+        ModelSpec(
+            key="mrd", display_name="MRD (shared and private latent dims of several views)",
+            objective_name="ELBO", engine_class="MRD", kernels=("rbf", "linear"), uses_inducing=True,
+            uncertain_latents=True,
+            memory=lambda n, d, q, m: 2 * _collapsed_memory(n, d, q, m),
+            seconds=lambda n, d, q, m: 2 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 2e-7 * n * d,
+            inputs=("views",), panel="views", builder=_build_mrd,
         ),
     )
 }
