@@ -85,12 +85,13 @@ class TrainedResult:
     model: Any
     X_mean: np.ndarray  # (N, Q)
     X_variance: np.ndarray | None  # (N, Q) or None
-    relevance: np.ndarray  # (Q,)
+    relevance: np.ndarray  # (Q,); for several views (MRD), each dim's largest over the views
     parameters: dict
     config: ModelConfig
     dataset: Any = None
     final: bool = False
     jitter: float = 0.0
+    view_relevance: np.ndarray | None = None  # (V, Q) per view (MRD), else None
 
     @property
     def latent_dim(self) -> int:
@@ -462,14 +463,18 @@ class TrainingJob:
             params.pop("X_variance", None)
             it = self._trace_last_iteration()
             obj = self._trace_last_objective()
-        for arr in (X_mean, X_var, rel):
+        view_rel = None
+        if rel is not None and np.ndim(rel) == 2:  # one row per view: (Q,) is the largest of them
+            view_rel = np.array(rel, dtype=float)
+            rel = view_rel.max(axis=0)
+        for arr in (X_mean, X_var, rel, view_rel):
             if arr is not None:
                 arr.setflags(write=False)
         self._emit_result(TrainedResult(
             run_id=self.run_id, iteration=it, objective=obj, objective_name=self._objective_name,
             model=model, X_mean=X_mean, X_variance=X_var, relevance=rel, parameters=params,
             config=self.config, dataset=self._dataset, final=final,
-            jitter=float(getattr(model, "jitter", 0.0) or 0.0)))
+            jitter=float(getattr(model, "jitter", 0.0) or 0.0), view_relevance=view_rel))
 
     def _trace_last_iteration(self) -> int:
         return int(self._last_seen[0]) if self._last_seen else 0
