@@ -344,3 +344,63 @@ def test_markup_in_error_messages_stays_text(page, hostile_app, artifacts):
     time.sleep(2.0)
     guard.check("after a CSV with no numbers")
     page.screenshot(path=str(artifacts / "hostile-errors.png"), full_page=True)
+
+
+# Page pixels of a grid over the latent map's frame (for maps drawn as an image).
+MAP_GRID = """
+(n) => {
+  function* walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* walk(c); } }
+  for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
+    const t = v.model && v.model.title;
+    if (!(v.frame && t && (t.text === 'Latent space' || t === 'Latent space'))) continue;
+    const r = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+    const out = [];
+    for (let i = 1; i < n; i++) for (let j = 1; j < n; j++)
+      out.push([r.left + f.left + f.width * i / n, r.top + f.top + f.height * j / n]);
+    return out;
+  }
+  return [];
+}
+"""
+
+
+def test_markup_in_labels_of_a_rasterised_map_stays_text(page, hostile_app, artifacts):
+    """Above a few thousand points the map is an image and hover is answered on the server."""
+    guard = Guard(page)
+    _open(page, hostile_app)
+    rng = np.random.default_rng(3)
+    n = 3200
+    groups = rng.integers(0, 4, n)
+    Y = rng.normal(size=(n, 6)) * 0.3 + groups[:, None] * np.linspace(-1, 1, 6)
+    labels = [[IMG, SVG, DETAILS, ALERT][g] for g in groups]
+    lines = ["a,b,c,d,e,f,label"] + [
+        ",".join(f"{v:.4f}" for v in row) + ',"' + lab.replace('"', '""') + '"' for row, lab in zip(Y, labels)
+    ]
+    _upload(page, "many.csv", ("\n".join(lines) + "\n").encode())
+    _wait_shown(page, guard, "many.csv")
+    guard.check("after the upload")
+    iters = page.get_by_label("Iterations")
+    iters.first.fill("5")
+    iters.first.press("Enter")
+    train = page.get_by_role("button", name=re.compile(r"(^|\W)Train$"))
+    deadline = time.monotonic() + 20
+    while not train.first.is_enabled() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    train.first.click()
+    deadline = time.monotonic() + 240
+    shown = False
+    while time.monotonic() < deadline and not shown:
+        guard.check("while training")
+        grid = page.evaluate(MAP_GRID, 9) if train.first.is_enabled() else []
+        for px, py in grid:
+            page.mouse.move(px, py)
+            time.sleep(0.12)
+            text = guard.text()
+            if any(lab in text for lab in (IMG, SVG, ALERT)) and "Point #" in text:
+                shown = True
+                break
+        time.sleep(0.5)
+    page.screenshot(path=str(artifacts / "hostile-raster.png"), full_page=True)
+    assert shown, "hovering the rasterised map never showed a point's label"
+    guard.check("after hovering the rasterised map")
+    _open_every_view(page, guard)
