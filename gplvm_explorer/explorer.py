@@ -20,7 +20,10 @@ from .data import DataError
 from .state.data import LoadedData
 from .state.imputation import ImputedValues, MissingValues
 from .state.labels import LabelColouring, colour_labels
+from .state.dynamics import Dynamics
 from .state.latent import LatentSlice
+from .state.model_inputs import ModelInputs
+from .state.multiview import MultiView
 from .state.settings import ModelSettings
 from .state.training import Status, TrainingRun
 from .training.worker import ACTIVE, Limiter
@@ -49,6 +52,9 @@ class Explorer(param.Parameterized):
         self.latent = LatentSlice(self.dispatcher)
         self.missing = MissingValues()
         self.imputation = ImputedValues(self.training)
+        self.inputs = ModelInputs()  # time / views for the models that need them
+        self.dynamics = Dynamics(self.dispatcher)
+        self.multiview = MultiView(self.dispatcher)
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
@@ -73,7 +79,12 @@ class Explorer(param.Parameterized):
         except DataError as exc:
             tr.message, tr.message_kind = str(exc), "danger"
             return False
-        return tr.start(ds, self.settings.config())
+        try:  # a time per row, or the columns split into views (ModelSpec.inputs)
+            ds, config = self.inputs.apply(ds, self.settings.spec, self.settings.config())
+        except ValueError as exc:
+            tr.message, tr.message_kind = str(exc), "danger"
+            return False
+        return tr.start(ds, config)
 
     def close(self) -> None:
         """The browser session ended: stop the fit, forget pending page updates."""
@@ -98,6 +109,7 @@ class Explorer(param.Parameterized):
     # ---- wiring -----------------------------------------------------------------------
     def _on_dataset(self, event) -> None:
         ds = event.new
+        self.inputs.set_dataset(ds)
         if ds is not None:
             self.settings.set_data_shape(ds.n, ds.d)
 
@@ -115,6 +127,8 @@ class Explorer(param.Parameterized):
 
     def _on_result(self, event) -> None:
         self.latent.offer(event.new)
+        self.dynamics.offer(event.new)
+        self.multiview.offer(event.new)
 
     def _on_warm(self) -> None:
         self.warming_up = False
