@@ -33,6 +33,9 @@ from gplvm_explorer.views import (
     TrainingPanel,
 )
 from gplvm_explorer.views.common import title_with_help
+from gplvm_explorer.views.dynamics import DynamicsView
+from gplvm_explorer.views.model_inputs import ModelInputsPanel
+from gplvm_explorer.views.views_mrd import MultiViewView
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +77,8 @@ def create_app(**explorer_options):
 
     sidebar = [
         card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
-        card(pn.Column(ModelPanel(explorer=ex), MissingDataChoice(explorer=ex), sizing_mode="stretch_width"),
+        card(pn.Column(ModelPanel(explorer=ex), ModelInputsPanel(explorer=ex), MissingDataChoice(explorer=ex),
+                       sizing_mode="stretch_width"),
              "2 · Model", help_texts.MODEL),
         card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
     ]
@@ -86,6 +90,8 @@ def create_app(**explorer_options):
             pn.Column(ReconstructionView(explorer=ex), ARDPlot(explorer=ex), width=400),
             sizing_mode="stretch_width",
         ),
+        DynamicsView(explorer=ex),  # shown for the models whose catalog entry has panel="dynamics"
+        MultiViewView(explorer=ex),  # ... panel="views"
         ObjectivePlot(explorer=ex),
         ImputationView(explorer=ex),
         ExportPanel(explorer=ex),
