@@ -28,12 +28,17 @@ Y, computes their psi statistics and the estimate's gradients, and then
 * q(v): a natural-gradient step of size ``natgrad_step`` (rho): the natural
   parameters (S^-1, S^-1 m) move a fraction rho towards the minibatch
   optimum (I + beta A_b, beta V_b) - the update of Hensman et al. (2013);
-* kernel parameters, Z and the noise: one Adam step on the estimate;
+  rho decays over the fit, so q(v) averages over more and more batches;
+* kernel parameters, Z and the noise: one Adam step on the estimate, at a
+  rate that decays over the fit;
 * q(x_n) of the minibatch rows: one natural-gradient step of size
   ``local_step`` on each row's own term (no per-row optimiser state):
   1/S_n <- (1 - rho) / S_n + rho (1 - 2 dE_n/dS_n),
   mu_n <- mu_n + rho S_n (dE_n/dmu_n - mu_n), where E_n is the row's
   expected log-likelihood (the prior N(0, I) gives the 1 and the -mu_n).
+  This is Newton's step with the expected Hessian (Price's theorem:
+  E[d2 log p / dx2] = 2 dE/dS); the target precision is kept >= 1/2 and a
+  mean moves by at most one prior standard deviation per step.
 
 Memory: the local parameters (N, Q) twice, plus O(B D + B M + M^2 + M D)
 per iteration; Y may be a numpy memmap larger than memory and only the B
