@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import BoxAnnotation, ColumnDataSource, LinearColorMapper, Range1d, Span
+from bokeh.models import (BasicTicker, BoxAnnotation, ColumnDataSource, FixedTicker, Legend, LegendItem,
+                          LinearColorMapper, Range1d, Span)
 from bokeh.plotting import figure
 
 from ..explorer import Explorer
@@ -32,6 +33,13 @@ _BLUES = ["#%02x%02x%02x" % (int(255 - 200 * f), int(255 - 140 * f), int(255 - 6
           for f in np.linspace(0.0, 1.0, 64)]
 
 
+def _legend_below(fig, items) -> None:
+    """A one-line legend under the plot (inside it would hide the data)."""
+    legend = Legend(items=[LegendItem(label=label, renderers=r if isinstance(r, list) else [r]) for label, r in items],
+                    orientation="horizontal", label_text_font_size="8pt", margin=0, padding=2, spacing=8)
+    fig.add_layout(legend, "below")
+
+
 class DynamicsView(pn.viewable.Viewer):
     """Shown for results of models whose catalog entry has ``panel == "dynamics"``."""
 
@@ -44,13 +52,13 @@ class DynamicsView(pn.viewable.Viewer):
         self.title = title_with_help("Dynamics: the latent trajectory over time", HELP)
         self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                  css_classes=["gx-dyn-text"])
-        self.slider = pn.widgets.FloatSlider(name="Time", start=0.0, end=1.0, step=0.01, value=0.0,
+        self.slider = pn.widgets.FloatSlider(label="Time", start=0.0, end=1.0, step=0.01, value=0.0,
                                              sizing_mode="stretch_width", css_classes=["gx-time-slider"])
         self.player = pn.widgets.Player(start=0, end=240, value=0, interval=120, loop_policy="loop",
                                         show_value=False, width=330, height=70,
                                         visible_buttons=["previous", "play", "pause", "next"],
                                         show_loop_controls=False, css_classes=["gx-time-player"])
-        self.feature = pn.widgets.Select(name="Output over time", options={}, width=220)
+        self.feature = pn.widgets.Select(label="Output over time", options={}, width=220)
         self._syncing = False
         self.slider.param.watch(self._on_slider, "value")
         self.player.param.watch(self._on_player, "value")
@@ -60,53 +68,48 @@ class DynamicsView(pn.viewable.Viewer):
         self.grid_src = ColumnDataSource({"image": [np.zeros((1, 1))], "x": [0], "y": [0], "dw": [1], "dh": [1]})
         self.path_src = ColumnDataSource({"x": [], "y": [], "t": []})
         self.data_src = ColumnDataSource({"x": [], "y": [], "t": []})
-        self.marker_src = ColumnDataSource({"x": [], "y": [], "w": [], "h": []})
+        self.marker_src = ColumnDataSource({"x": [], "y": [], "w": [], "h": [], "marker_t": []})
         f = figure(title="Latent trajectory", height=330, sizing_mode="stretch_width", match_aspect=False,
                    tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above")
         f.image("image", x="x", y="y", dw="dw", dh="dh", source=self.grid_src, color_mapper=self.mapper)
-        f.line("x", "y", source=self.path_src, color=ACCENT, line_width=2, legend_label="q(x(t)) mean")
-        f.scatter("x", "y", source=self.data_src, size=4, color="#333333", alpha=0.6, legend_label="frames")
-        f.ellipse("x", "y", width="w", height="h", source=self.marker_src, fill_color="#d55e00", fill_alpha=0.15,
-                  line_color="#d55e00")
-        f.scatter("x", "y", source=self.marker_src, size=11, color="#d55e00", legend_label="chosen time")
-        f.legend.location = "top_left"
-        f.legend.label_text_font_size = "8pt"
-        f.legend.background_fill_alpha = 0.6
+        path = f.line("x", "y", source=self.path_src, color=ACCENT, line_width=2)
+        frames = f.scatter("x", "y", source=self.data_src, size=4, color="#333333", alpha=0.6)
+        band = f.ellipse("x", "y", width="w", height="h", source=self.marker_src, fill_color="#d55e00",
+                         fill_alpha=0.15, line_color="#d55e00")
+        now = f.scatter("x", "y", source=self.marker_src, size=11, color="#d55e00")
+        _legend_below(f, [("q(x(t)) mean", path), ("frames", frames), ("chosen time ±2σ", [now, band])])
         self.latent_fig = f
         # output at the chosen time (profile) or as an image
-        self.frame_src = ColumnDataSource({"x": [], "mean": [], "lower": [], "upper": [], "nearest": []})
-        g = figure(title="Output at the chosen time", height=270, sizing_mode="stretch_width",
-                   tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above",
-                   x_axis_label="output", y_axis_label="value")
-        g.varea("x", "lower", "upper", source=self.frame_src, fill_color=ACCENT, fill_alpha=0.2, legend_label="±2σ")
-        g.line("x", "mean", source=self.frame_src, color=ACCENT, line_width=2, legend_label="predicted")
-        g.line("x", "nearest", source=self.frame_src, color="#d55e00", line_dash="dashed",
-               legend_label="nearest frame in time")
-        g.legend.location = "top_left"
-        g.legend.label_text_font_size = "8pt"
+        self.frame_src = ColumnDataSource({"x": [], "at_mean": [], "at_lower": [], "at_upper": [], "at_nearest": []})
+        g = figure(title="Output at the chosen time", height=330, sizing_mode="stretch_width",
+                   tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above", y_axis_label="value")
+        area = g.varea("x", "at_lower", "at_upper", source=self.frame_src, fill_color=ACCENT, fill_alpha=0.2)
+        pred = g.line("x", "at_mean", source=self.frame_src, color=ACCENT, line_width=2)
+        near = g.line("x", "at_nearest", source=self.frame_src, color="#d55e00", line_dash="dashed")
+        _legend_below(g, [("predicted ±2σ", [pred, area]), ("nearest frame in time", near)])
         self.frame_fig = g
         self.img_mapper = LinearColorMapper(palette=GREYS, low=0, high=1)
-        self.img_src = ColumnDataSource({"image": [np.zeros((1, 1))], "dw": [1], "dh": [1]})
+        self.img_src = ColumnDataSource({"at_image": [np.zeros((1, 1))], "dw": [1], "dh": [1]})
         im = figure(title="Predicted frame", width=220, height=230, toolbar_location=None,
                     x_range=Range1d(0, 1), y_range=Range1d(0, 1))
-        im.image("image", x=0, y=0, dw="dw", dh="dh", source=self.img_src, color_mapper=self.img_mapper)
+        im.image("at_image", x=0, y=0, dw="dw", dh="dh", source=self.img_src, color_mapper=self.img_mapper)
         im.axis.visible = False
         im.grid.visible = False
         self.img_fig = im
         # one output over time
-        self.series_src = ColumnDataSource({"t": [], "mean": [], "lower": [], "upper": []})
+        self.series_src = ColumnDataSource({"t": [], "ts_mean": [], "ts_lower": [], "ts_upper": []})
         self.obs_src = ColumnDataSource({"t": [], "y": []})
         h = figure(title="One output over time", height=230, sizing_mode="stretch_width",
                    tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above",
                    x_axis_label="time", y_axis_label="value")
-        h.varea("t", "lower", "upper", source=self.series_src, fill_color=ACCENT, fill_alpha=0.2)
-        h.line("t", "mean", source=self.series_src, color=ACCENT, line_width=2)
+        h.varea("t", "ts_lower", "ts_upper", source=self.series_src, fill_color=ACCENT, fill_alpha=0.2)
+        h.line("t", "ts_mean", source=self.series_src, color=ACCENT, line_width=2)
         h.scatter("t", "y", source=self.obs_src, size=4, color="#333333")
         self.now = Span(location=0, dimension="height", line_color="#d55e00", line_width=2)
         h.add_layout(self.now)
         self.series_fig = h
         self._gap_boxes: list = []
-        self.profile_box = pn.Column(pn.pane.Bokeh(self.frame_fig, sizing_mode="stretch_width", height=280),
+        self.profile_box = pn.Column(pn.pane.Bokeh(self.frame_fig, sizing_mode="stretch_width", height=340),
                                      sizing_mode="stretch_width")
         self.image_box = pn.Column(pn.pane.Bokeh(self.img_fig, width=225, height=235), visible=False)
         self.body = pn.Column(
@@ -166,7 +169,17 @@ class DynamicsView(pn.viewable.Viewer):
         self.image_box.visible = is_image
         self.profile_box.visible = not is_image
         if not is_image:
-            self.frame_fig.x_range.update(start=-0.5, end=len(names) - 0.5)
+            D = len(names)
+            self.frame_fig.x_range.update(start=-0.5, end=D - 0.5)
+            axis = self.frame_fig.xaxis[0]
+            if D <= 16:
+                axis.ticker = FixedTicker(ticks=list(range(D)))
+                axis.major_label_overrides = {j: plain(n, 16) for j, n in enumerate(names)}
+                axis.major_label_orientation = 0.8
+            else:
+                axis.ticker = BasicTicker()
+                axis.major_label_overrides = {}
+                axis.major_label_orientation = "horizontal"
         for box in self._gap_boxes:
             box.visible = False
         for k, (a, b) in enumerate(tr.gaps):
@@ -210,7 +223,7 @@ class DynamicsView(pn.viewable.Viewer):
             return
         j = int(self.feature.value)
         m, s = tr.mean[:, j], tr.std[:, j]
-        self.series_src.data = {"t": tr.times, "mean": m, "lower": m - 2 * s, "upper": m + 2 * s}
+        self.series_src.data = {"t": tr.times, "ts_mean": m, "ts_lower": m - 2 * s, "ts_upper": m + 2 * s}
         ds = tr.result.dataset
         if ds is not None:
             self.obs_src.data = {"t": tr.data_times, "y": ds.unstandardize(ds.values)[:, j]}
@@ -231,7 +244,8 @@ class DynamicsView(pn.viewable.Viewer):
             self._syncing = False
         xd, yd = self._dims()
         self.marker_src.data = {"x": [fr.latent_mean[xd]], "y": [fr.latent_mean[yd]],
-                                "w": [4 * np.sqrt(fr.latent_var[xd])], "h": [4 * np.sqrt(fr.latent_var[yd])]}
+                                "w": [4 * np.sqrt(fr.latent_var[xd])], "h": [4 * np.sqrt(fr.latent_var[yd])],
+                                "marker_t": [fr.time]}
         self.now.location = float(fr.time)
         ds = tr.result.dataset
         if ds is not None and ds.image_shape is not None:
@@ -239,11 +253,11 @@ class DynamicsView(pn.viewable.Viewer):
             self.img_mapper.update(low=float(np.min(fr.mean)), high=float(np.max(fr.mean)) + 1e-12)
             self.img_fig.x_range.update(start=0, end=w)
             self.img_fig.y_range.update(start=0, end=h)
-            self.img_src.data = {"image": [fr.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
+            self.img_src.data = {"at_image": [fr.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
         else:
             x = np.arange(fr.mean.size)
-            self.frame_src.data = {"x": x, "mean": fr.mean, "lower": fr.mean - 2 * fr.std,
-                                   "upper": fr.mean + 2 * fr.std, "nearest": fr.nearest_values}
+            self.frame_src.data = {"x": x, "at_mean": fr.mean, "at_lower": fr.mean - 2 * fr.std,
+                                   "at_upper": fr.mean + 2 * fr.std, "at_nearest": fr.nearest_values}
         self.text.object = escape(
             f"t = {fr.time:.3g} ({fr.where}); mean output σ {float(np.mean(fr.std)):.3g}; "
             f"nearest frame #{fr.nearest_index} at t = {fr.nearest_time:.3g}.")

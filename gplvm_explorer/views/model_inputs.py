@@ -33,6 +33,7 @@ class ModelInputsPanel(pn.viewable.Viewer):
                                     css_classes=["gx-inputs-errors"])
         self.note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[SMALL_MD], margin=(0, 10))
         self._widgets: list = []
+        self._labels: list = []
         inputs.param.watch(self._refresh, ["dataset", "time_source", "views", "view_names"])
         ex.settings.param.watch(self._refresh, ["model", "locked"])
         self._refresh()
@@ -57,17 +58,23 @@ class ModelInputsPanel(pn.viewable.Viewer):
         if len(self._widgets) != len(views) or not events or "dataset" in names:
             self._widgets = []
             for v in range(len(views)):
-                w = pn.widgets.MultiChoice(name="", options={plain(c, 60): c for c in cols}, value=[],
+                w = pn.widgets.MultiChoice(label="", options={plain(c, 60): c for c in cols}, value=[],
                                            sizing_mode="stretch_width", max_items=None,
                                            css_classes=[f"gx-view-{v}"])
                 w.param.watch(lambda e, v=v: self._on_view(v, e), "value")
                 self._widgets.append(w)
-            self.choosers.objects = self._widgets
+            # a view of an image has hundreds of columns: each chooser scrolls in a box of its own
+            self._labels = [pn.pane.HTML("", margin=(6, 10, 0, 10), css_classes=[f"gx-view-label-{v}"])
+                            for v in range(len(views))]
+            self.choosers.objects = [obj for v, w in enumerate(self._widgets)
+                                     for obj in (self._labels[v],
+                                                 pn.Column(w, max_height=120, scroll=True,
+                                                           sizing_mode="stretch_width"))]
         if self.num_views.value != len(views) and views:
             self.num_views.value = len(views)
         for v, w in enumerate(self._widgets):
             label = inputs.view_names[v] if v < len(inputs.view_names) else f"view {v}"
-            w.name = plain(f"View {v + 1}: {label} ({len(views[v])} columns)", 80)
+            self._labels[v].object = escape(f"View {v + 1}: {label} ({len(views[v])} columns)", 80)
             if list(w.value) != list(views[v]):
                 w.value = list(views[v])
             w.disabled = ex.settings.locked

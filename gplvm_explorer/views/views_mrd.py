@@ -39,25 +39,27 @@ def _short(name: str) -> str:
 class _ViewPlot:
     """One view's values: an image, or a profile with a ±2σ band and a dashed comparison."""
 
-    def __init__(self, title: str, image_shape, names):
+    def __init__(self, title: str, image_shape, names, role: str = "click", view: str = ""):
         self.image_shape = image_shape
+        self.tag = {"role": [role], "view": [view]}  # lets tests and tools find one view's plot
         if image_shape is not None:
             h, w = image_shape
             self.mapper = LinearColorMapper(palette=GREYS, low=0, high=1)
-            self.src = ColumnDataSource({"image": [np.zeros((h, w))], "dw": [w], "dh": [h]})
+            self.src = ColumnDataSource({"vimage": [np.zeros((h, w))], "dw": [w], "dh": [h], **self.tag})
             f = figure(title=plain(title, 40), width=170, height=190, toolbar_location=None,
                        x_range=Range1d(0, w), y_range=Range1d(0, h))
-            f.image("image", x=0, y=0, dw="dw", dh="dh", source=self.src, color_mapper=self.mapper)
+            f.image("vimage", x=0, y=0, dw="dw", dh="dh", source=self.src, color_mapper=self.mapper)
             f.axis.visible = False
             f.grid.visible = False
             self.pane = pn.pane.Bokeh(f, width=175, height=195)
         else:
-            self.src = ColumnDataSource({"x": [], "mean": [], "lower": [], "upper": [], "other": []})
+            self.src = ColumnDataSource({"vx": [], "vmean": [], "vlower": [], "vupper": [], "vother": [],
+                                         "role": [], "view": []})
             f = figure(title=plain(title, 40), height=190, width=260, toolbar_location=None,
                        x_axis_label="column", y_axis_label="value")
-            f.varea("x", "lower", "upper", source=self.src, fill_color=ACCENT, fill_alpha=0.2)
-            f.line("x", "mean", source=self.src, color=ACCENT, line_width=2)
-            f.line("x", "other", source=self.src, color="#d55e00", line_dash="dashed")
+            f.varea("vx", "vlower", "vupper", source=self.src, fill_color=ACCENT, fill_alpha=0.2)
+            f.line("vx", "vmean", source=self.src, color=ACCENT, line_width=2)
+            f.line("vx", "vother", source=self.src, color="#d55e00", line_dash="dashed")
             self.pane = pn.pane.Bokeh(f, width=265, height=195)
         self.fig = f
 
@@ -69,12 +71,14 @@ class _ViewPlot:
             h, w = self.image_shape
             lo, hi = float(np.nanmin(mean)), float(np.nanmax(mean))
             self.mapper.update(low=lo, high=hi if hi > lo else lo + 1.0)
-            self.src.data = {"image": [mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
+            self.src.data = {"vimage": [mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h], **self.tag}
         else:
             std = np.zeros_like(mean) if std is None else np.asarray(std, dtype=float)
             other = np.full_like(mean, np.nan) if other is None else np.asarray(other, dtype=float)
-            self.src.data = {"x": np.arange(mean.size), "mean": mean, "lower": mean - 2 * std,
-                             "upper": mean + 2 * std, "other": other}
+            n = mean.size
+            self.src.data = {"vx": np.arange(n), "vmean": mean, "vlower": mean - 2 * std,
+                             "vupper": mean + 2 * std, "vother": other, "role": self.tag["role"] * n,
+                             "view": self.tag["view"] * n}
 
 
 class MultiViewView(pn.viewable.Viewer):
@@ -87,7 +91,7 @@ class MultiViewView(pn.viewable.Viewer):
         ex = self.explorer
         mv = ex.multiview
         self.title = title_with_help("Views: shared and private latent dimensions", HELP)
-        self.ard_src = ColumnDataSource({"x": [], "value": [], "view": []})
+        self.ard_src = ColumnDataSource({"ard_x": [], "ard_value": [], "ard_view": []})
         self.ard_fig = figure(x_range=FactorRange(factors=[]), height=240, sizing_mode="stretch_width",
                               title="ARD per view (relevance / the view's largest)", toolbar_location=None,
                               y_range=Range1d(0, 1.15))
@@ -99,9 +103,9 @@ class MultiViewView(pn.viewable.Viewer):
                                        sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                        css_classes=["gx-views-click"])
         self.click_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-views-recon"])
-        self.row = pn.widgets.IntInput(name="Row", value=0, start=0, width=90)
-        self.source = pn.widgets.Select(name="From view", options={}, width=140)
-        self.target = pn.widgets.Select(name="Predict view", options={}, width=140)
+        self.row = pn.widgets.IntInput(label="Row", value=0, start=0, width=90)
+        self.source = pn.widgets.Select(label="From view", options={}, width=140)
+        self.target = pn.widgets.Select(label="Predict view", options={}, width=140)
         self.go = pn.widgets.Button(label="Predict", color="primary", width=90, margin=(24, 5, 5, 5),
                                     css_classes=["gx-cross-go"])
         self.go.on_click(self._on_go)
@@ -134,7 +138,7 @@ class MultiViewView(pn.viewable.Viewer):
             self._layout_key = key
             opts = {_short(v.name): k for k, v in enumerate(layout)}
             self.source.options, self.target.options = opts, opts
-            self._click_plots = [_ViewPlot(v.name, v.image_shape, v.feature_names) for v in layout]
+            self._click_plots = [_ViewPlot(v.name, v.image_shape, v.feature_names, "click", v.name) for v in layout]
             self.click_row.objects = [p.pane for p in self._click_plots]
             self.cross_row.objects = []
         self.source.value, self.target.value = mv.source, mv.target
@@ -151,13 +155,13 @@ class MultiViewView(pn.viewable.Viewer):
         dims = [f"x{q + 1}" for q in range(Q)]
         factors = [(d, n) for d in dims for n in names]
         self.ard_fig.x_range.factors = factors
-        self.ard_src.data = {"x": factors, "value": [float(R[v, q]) for q in range(Q) for v in range(V)],
-                             "view": [n for _ in dims for n in names]}
+        self.ard_src.data = {"ard_x": factors, "ard_value": [float(R[v, q]) for q in range(Q) for v in range(V)],
+                             "ard_view": [n for _ in dims for n in names]}
         if not self.ard_fig.renderers:
-            self.ard_fig.vbar(x="x", top="value", width=0.85, source=self.ard_src, line_color=None,
-                              fill_color=factor_cmap("view", palette=PALETTE[:max(V, 3)], factors=names,
+            self.ard_fig.vbar(x="ard_x", top="ard_value", width=0.85, source=self.ard_src, line_color=None,
+                              fill_color=factor_cmap("ard_view", palette=PALETTE[:max(V, 3)], factors=names,
                                                      ),
-                              legend_field="view")
+                              legend_field="ard_view")
             self.ard_fig.legend.location = "top_right"
             self.ard_fig.legend.orientation = "horizontal"
             self.ard_fig.legend.label_text_font_size = "8pt"
@@ -209,13 +213,14 @@ class MultiViewView(pn.viewable.Viewer):
         if c is None or not mv.layout or mv.computing:
             return
         src, dst = mv.layout[c.source], mv.layout[c.target]
-        a = _ViewPlot(f"row {c.row}: {src.name} (given)", src.image_shape, src.feature_names)
+        a = _ViewPlot(f"row {c.row}: {src.name} (given)", src.image_shape, src.feature_names, "given", src.name)
         a.show(c.source_values)
-        b = _ViewPlot(f"{dst.name} predicted", dst.image_shape, dst.feature_names)
+        b = _ViewPlot(f"{dst.name} predicted", dst.image_shape, dst.feature_names, "predicted", dst.name)
         b.show(c.mean, c.std, None if dst.image_shape is not None else c.actual)
         parts = [a.pane, b.pane]
         if dst.image_shape is not None:
-            t = _ViewPlot(f"row {c.row}: {dst.name} (actual)", dst.image_shape, dst.feature_names)
+            t = _ViewPlot(f"row {c.row}: {dst.name} (actual)", dst.image_shape, dst.feature_names, "actual",
+                          dst.name)
             t.show(c.actual)
             parts.append(t.pane)
         self.cross_row.objects = parts
