@@ -100,10 +100,15 @@ class FitResult:
     converged: bool
     message: str
     history: list = field(default_factory=list)
+    jitter_raised: bool = False  # the last phase ended because the model raised its jitter
 
 
 class _Stopped(Exception):
     """Raised inside the loop when ``stop`` is set; caught by :func:`fit`."""
+
+
+class _JitterRaised(Exception):
+    """Raised inside the loop when the model raised its jitter: the objective changed."""
 
 
 def _copy(value):
@@ -130,6 +135,7 @@ class _Run:
         # the start stands as the best point until it is evaluated and beaten
         self.best_x, self.best_f, self.best_iteration = np.array(x0, dtype=float), math.inf, 0
         self._last = None  # (x, f, g) of the latest evaluation, reused when asked again
+        self._jitter = getattr(model, "jitter", None)  # part of the objective: a change restarts the run
         self._t0 = time.perf_counter()
         self._paused = 0.0
 
@@ -148,6 +154,11 @@ class _Run:
             raise _Stopped
         value, grad = self.model.objective_and_gradient(x.copy())
         self.n_evaluations += 1
+        if getattr(self.model, "jitter", None) != self._jitter:
+            if self._last is None:  # the start itself: this phase simply runs on the new objective
+                self._jitter = self.model.jitter
+            else:
+                raise _JitterRaised
         grad = np.asarray(grad, dtype=float)
         if grad.shape != x.shape:
             raise ConfigurationError(f"Expected a gradient of shape {x.shape}, got {grad.shape} instead.")
@@ -388,15 +399,38 @@ def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=N
                   int(max_iters) // 2)
     args = (model, name, callback, stop, pause, tol, options)
     if not (hold and warm_up > 0):
-        return _fit_phase(*args, int(max_iters))
+        return _fit_phases(*args, int(max_iters))
     model.fix(*hold)
     try:
-        first = _fit_phase(*args, warm_up)
+        first = _fit_phases(*args, warm_up)
     finally:
         model.unfix(*hold)
     if first.stopped:
         return first
-    return _fit_phase(*args, int(max_iters) - first.iterations, after=first)
+    return _fit_phases(*args, int(max_iters) - first.iterations, after=first)
+
+
+#: Optimiser restarts allowed in one fit because the model raised its jitter.
+_MAX_JITTER_RESTARTS = 8
+
+
+def _fit_phases(model, name, callback, stop, pause, tol, options, max_iters, after=None) -> FitResult:
+    """:func:`_fit_phase`, restarted from the best point whenever the model raises its jitter.
+
+    A raised jitter is a (slightly) different objective: the optimiser's memory
+    and the best value so far belong to the old one, so the run starts again
+    from the best point, and the result reports values of the final objective.
+    """
+    for _ in range(_MAX_JITTER_RESTARTS):
+        result = _fit_phase(model, name, callback, stop, pause, tol, options, max_iters, after)
+        if not result.jitter_raised or result.stopped:
+            break
+        max_iters -= result.iterations - (after.iterations if after else 0)
+        after = result
+        if max_iters <= 0:  # no iteration left: report the best point's value under the new jitter
+            result.objective = float(model.objective_and_gradient(model.get_free())[0])
+            break
+    return result
 
 
 def _warm_up_hold(model, names) -> list:
@@ -411,17 +445,20 @@ def _fit_phase(model, name, callback, stop, pause, tol, options, max_iters, afte
     """One optimiser run over the model's free parameters, continuing ``after`` if given."""
     x0 = np.array(model.get_free(), dtype=float).ravel()
     run = _Run(model, name, x0, callback, stop, pause, after)
-    stopped = converged = False
+    stopped = converged = jitter_raised = False
     try:
         with single_blas_thread(), watching(stop):
             converged, message = _run_optimizer(run, name, x0, max_iters, tol, options)
     except (_Stopped, Cancelled):
         stopped, message = True, f"Stopped on request after {run.iteration} iterations."
+    except _JitterRaised:
+        jitter_raised, message = True, f"The model raised its jitter to {model.jitter:.3g}; restarting."
     finally:
         run.restore_best()
     return FitResult(objective=-run.best_f, iterations=run.iteration,
                      n_evaluations=run.n_evaluations, elapsed=run.elapsed(), stopped=stopped,
-                     converged=converged and not stopped, message=message, history=run.history)
+                     converged=converged and not stopped, message=message, history=run.history,
+                     jitter_raised=jitter_raised)
 
 
 def _run_optimizer(run, name, x0, max_iters, tol, options):

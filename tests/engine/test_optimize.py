@@ -431,3 +431,31 @@ def test_unknown_option_is_rejected_with_the_valid_ones():
 def test_invalid_max_iters_is_rejected(bad):
     with pytest.raises(engine.ConfigurationError, match="max_iters"):
         fit(Quadratic(), max_iters=bad)
+
+
+class JitterRaisingQuadratic(Quadratic):
+    """A quadratic whose 'jitter' (part of the objective, as in the models) is raised at one evaluation."""
+
+    def __init__(self, raise_at):
+        super().__init__()
+        self.jitter = 0.0
+        self.raise_at = raise_at
+
+    def value_and_grad(self, x):
+        if self.n_calls == self.raise_at:
+            self.jitter = 1.0  # as a model does when a factorisation fails
+        value, grad = super().value_and_grad(x)
+        return value - 100.0 * self.jitter, grad
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "scg", "adam"])
+def test_a_raised_jitter_restarts_the_run_and_reports_the_final_objective(optimizer):
+    model = JitterRaisingQuadratic(raise_at=6)
+    seen = []
+    result = fit(model, optimizer=optimizer, max_iters=60, callback=lambda s: seen.append(s.iteration))
+    assert model.jitter == 1.0
+    # the reported best is a value of the objective as it is now, at the point the model was left at
+    assert result.objective == pytest.approx(model.value_and_grad(model.get_free())[0], abs=1e-12)
+    assert result.objective < 7.0 - 90.0
+    assert seen == list(range(1, result.iterations + 1))  # one numbering across the restart
+    assert result.iterations <= 60
