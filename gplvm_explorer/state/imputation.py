@@ -231,16 +231,18 @@ class ImputedValues(param.Parameterized):
         ds = result.dataset
         with param.parameterized.batch_call_watchers(self):
             self.result = result
+            row = self.row
             if ds is not self._dataset:
                 self._dataset = ds
+                self.imputation = None  # of another data set: views wait for the new one
                 rows = np.nonzero(missing_cells(ds).any(axis=1))[0]
                 self.incomplete_rows = rows
                 self.param.row.bounds = (0, ds.n - 1)
-                first = int(rows[0]) if rows.size else 0
-                if self.row != first:
-                    with param.parameterized.discard_events(self):
-                        self.row = first
-            self._update()
+                row = int(rows[0]) if rows.size else 0
+            if row != self.row:
+                self.row = row  # its watcher updates the imputation
+            else:
+                self._update()
 
     def step(self, direction: int) -> None:
         """Go to the next (``+1``) or previous (``-1``) row with filled-in cells, wrapping around."""

@@ -141,8 +141,10 @@ class ImputationView(pn.viewable.Viewer):
         fig.scatter("x", "observed", source=self.obs_points, size=7, color=ACCENT, legend_label="observed")
         fig.scatter("x", "imputed", source=self.imp_points, size=11, marker="diamond", color=MARK,
                     legend_label="filled in")
-        fig.legend.location = "top_left"
-        fig.legend.label_text_font_size = "8pt"
+        legend = fig.legend[0]
+        legend.label_text_font_size = "8pt"
+        legend.border_line_alpha = 0
+        fig.add_layout(legend, "right")  # beside the plot: it never hides a point
         return fig
 
     # ---- updates ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 (state, view, CSV export) and the occluded-glyph sample."""
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 
@@ -308,3 +309,20 @@ def test_outline_segments_trace_the_border_of_each_region():
     assert got == sorted([(0, 4, 1, 4), (0, 3, 1, 3), (0, 3, 0, 4), (1, 3, 1, 4)])
     mask[:2, :2] = True
     assert len(outline_segments(mask)["x0"]) == 8
+
+
+def test_the_row_widget_follows_the_row_on_show(bayes):
+    ds0, res0 = bayes
+    values = ds0.values.copy()
+    values[:2] = np.nan_to_num(values[:2])  # the first incomplete row is not row 0
+    ds = ds0.replace(values=values)
+    res = dataclasses.replace(res0, dataset=ds)
+    ex = Explorer(limiter=Limiter(1))
+    view = ImputationView(explorer=ex)
+    ex.imputation.offer(res)
+    first = int(np.nonzero(ds.missing_mask.any(1))[0][0])
+    assert first > 0 and view.row.value == ex.imputation.row == ex.imputation.imputation.row == first
+    view.next_btn.clicks += 1
+    assert view.row.value == ex.imputation.row != first
+    view.row.value = 0
+    assert ex.imputation.imputation.row == 0
