@@ -21,6 +21,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .. import psi
+from .._threads import blas_pinned
 from ..bound import collapsed_bound_stats
 
 LOG_2PI_E = np.log(2.0 * np.pi) + 1.0
@@ -114,6 +115,7 @@ class RowObjective:
         return value, grad
 
 
+@blas_pinned
 def training_layers(model, values) -> list:
     """The per-layer training statistics of a DeepGP at ``values``."""
     layers = []
@@ -129,6 +131,7 @@ def training_layers(model, values) -> list:
     return layers
 
 
+@blas_pinned
 def refine_rows(layers, Yc, mask, starts, max_iters=200):
     """Maximise J row by row from ``starts`` = [(means (n, Q_l), variances (n, Q_l))] per layer.
 

@@ -469,6 +469,7 @@ class DeepGP(LatentVariableModel):
         return self.predict_layers(Xnew, Xnew_variance, include_noise, layer)[-1]
 
     # ---- projection ---------------------------------------------------------------------------
+    @blas_pinned
     def infer_layers(self, Ynew, observed=None, **options) -> list:
         """Layer-by-layer projection of new rows: [LatentInference] from the data side up.
 
@@ -482,6 +483,7 @@ class DeepGP(LatentVariableModel):
             results.append(models[l].infer_latent(results[-1].mean, **options))
         return results
 
+    @blas_pinned
     def project(self, Ynew, observed=None, joint=False, max_iters=200, **options) -> DeepProjection:
         """q(x*_l) in every layer for new rows Ynew (n, D) or (D,) (NaN = unobserved, or ``observed``).
 
@@ -489,9 +491,11 @@ class DeepGP(LatentVariableModel):
         batched).  With ``joint`` every row's q(x*_l) of all layers are then
         optimised together (one L-BFGS run of at most ``max_iters`` iterations
         per row: much slower), so each layer's point is also pulled by the
-        layer above rather than by an N(0, I) prior, and the density is higher.  ``log_density`` (n,) is the deep bound's increase when the row
-        is added at these q(x*_l), nats (Titsias & Lawrence 2010, eq. 20, for
-        the deep bound).
+        layer above rather than by an N(0, I) prior: the density never drops,
+        and rows with few observed outputs are placed much better.
+        ``log_density`` (n,) is the deep bound's increase when the row is
+        added at these q(x*_l), nats (Titsias & Lawrence 2010, eq. 20, for the
+        deep bound).
         """
         from ..infer import check_new_data
         from ._deep_projection import refine_rows, training_layers
