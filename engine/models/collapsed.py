@@ -51,8 +51,11 @@ class CollapsedModel(LatentVariableModel):
 
     With missing outputs (NaN in Y, or ``observed``) the bound is the sum over
     column groups of the collapsed bound on each group's observed rows
-    (:mod:`engine.missing`), with the psi statistics of a group obtained from
-    the full sums minus its missing rows (or from its observed rows).
+    (:mod:`engine.missing`).  For the Bayesian GP-LVM with an RBF kernel (and
+    its sums with Bias and White) the groups' psi statistics are weighted sums
+    from one pass over the rows (:func:`engine.psi.compute_grouped`);
+    otherwise each group's come from the full sums minus its missing rows (or
+    from its observed rows).
     """
 
     handles_missing = True
@@ -103,8 +106,43 @@ class CollapsedModel(LatentVariableModel):
             out[name] = values[name][rows]
         return out
 
+    def _grouped_psi(self, kern) -> bool:
+        """Whether the groups' psi statistics come from one weighted pass over the rows
+        (:func:`engine.psi.compute_grouped`): the model's psi statistics are those of
+        q(X) = N(X_mean, X_variance) exactly as :class:`BayesianGPLVM` computes them (a
+        subclass overriding its psi hooks takes the generic path) and the kernel is supported."""
+        from .. import psi
+        from .bayesian import BayesianGPLVM
+
+        cls = type(self)
+        return (isinstance(self, BayesianGPLVM) and cls._psi_forward is BayesianGPLVM._psi_forward
+                and cls._psi_backward is BayesianGPLVM._psi_backward and psi.supports_grouped(kern))
+
+    def _group_constants(self):
+        """(W (N, G): 1.0 where group g observes row n, [(N_g, trYY_g)]), fixed for the model."""
+        consts = self.__dict__.get("_group_consts")
+        if consts is None:
+            groups = self.observation_groups
+            W = np.ascontiguousarray(np.stack([g.rows for g in groups], axis=1), dtype=np.float64)
+            sizes = []
+            for g in groups:
+                Y_g = self.Y[np.ix_(g.rows, g.cols)]
+                sizes.append((int(g.rows.sum()), float(np.sum(Y_g * Y_g))))
+            consts = self.__dict__["_group_consts"] = (W, sizes)
+        return consts
+
     def _group_statistics(self, kern, values):
         """Per group: (psi0_g, P_g, Psi2_g, N_g, trYY_g), and the full Psi1 (N, M)."""
+        if self._grouped_psi(kern):
+            # one pass: every Psi2_n enters the sums of the groups observing row n
+            from .. import psi
+
+            W, sizes = self._group_constants()
+            st = psi.compute_grouped(kern, values["Z"], values["X_mean"], values["X_variance"], W)
+            P = st.Psi1.T @ self.Y  # (M, D); Y is 0 where missing, so column d sums its observed rows
+            stats = [(float(st.psi0[i]), P[:, g.cols], st.Psi2[i], n, trYY)
+                     for i, (g, (n, trYY)) in enumerate(zip(self.observation_groups, sizes))]
+            return stats, st.Psi1
         subsets = []
         for g in self.observation_groups:
             checkpoint()
@@ -151,6 +189,19 @@ class CollapsedModel(LatentVariableModel):
 
     def _group_backward(self, kern, values, groups, Psi1) -> dict:
         """Gradients of the summed group bounds through the psi statistics."""
+        if self._grouped_psi(kern):
+            from .. import psi
+
+            W, _ = self._group_constants()
+            dP = np.empty((Psi1.shape[1], self.output_dim))
+            for g, gb in zip(self.observation_groups, groups):
+                dP[:, g.cols] = gb.bound.dP
+            dpsi0 = np.array([gb.bound.dpsi0 for gb in groups], dtype=np.float64)
+            dPsi2 = np.stack([gb.bound.dPsi2 for gb in groups])
+            # Y is 0 where missing: row n of Y dP^T only collects the groups observing it
+            grad = psi.gradients_grouped(kern, values["Z"], values["X_mean"], values["X_variance"], W,
+                                         dpsi0, self.Y @ dP.T, dPsi2)
+            return {**grad.params, "X_mean": grad.mu, "X_variance": grad.S, "Z": grad.Z}
         dPsi1 = np.zeros_like(Psi1)
         dpsi0_full, dPsi2_full = 0.0, np.zeros_like(groups[0].bound.dPsi2)
         for g, gb in zip(self.observation_groups, groups):

@@ -14,6 +14,15 @@ through :data:`REGISTRY` by ``kernel.name``; sums are handled by
 :mod:`engine.psi.sum`.  Any other kernel raises
 :class:`~engine.errors.UnsupportedKernelError`.
 
+Weighted sums over the points (:func:`compute_grouped`, :func:`gradients_grouped`):
+psi0[k] = sum_n W[n, k] psi0_n and Psi2[k] = sum_n W[n, k] Psi2_n for K
+columns of weights W (N, K) at once, e.g. the statistics of the observed rows
+of K column groups when outputs are missing.  Each Psi2_n is computed once and
+enters all K sums; the backward pass forms one cotangent per point,
+sum_k W[n, k] sym(dL_dPsi2[k]).  Available (:func:`supports_grouped`) for RBF,
+Bias and White and their supported sums; for the others (Linear) compute the
+statistics of each row subset with :func:`compute`.
+
 Performance: the RBF Psi2 loops run on numba.get_num_threads() threads
 (see :mod:`engine.psi.rbf`); :func:`compute`, :func:`gradients` and
 :func:`warm_up` hold BLAS to one thread while they run
@@ -37,11 +46,15 @@ from . import sum as _sum
 __all__ = [
     "PsiStats",
     "PsiGradients",
+    "GroupedPsiStats",
     "REGISTRY",
     "SUPPORTED_DESCRIPTION",
     "compute",
     "gradients",
+    "compute_grouped",
+    "gradients_grouped",
     "supports",
+    "supports_grouped",
     "check_supported",
     "warm_up",
 ]
@@ -51,6 +64,15 @@ class PsiStats(NamedTuple):
     """psi0: float; Psi1: (N, M); Psi2: (M, M), symmetric, summed over n."""
 
     psi0: float
+    Psi1: np.ndarray
+    Psi2: np.ndarray
+
+
+class GroupedPsiStats(NamedTuple):
+    """psi0: (K,) and Psi2: (K, M, M) (symmetric), the sums over the points weighted by
+    each column of W (N, K); Psi1: (N, M), every point."""
+
+    psi0: np.ndarray
     Psi1: np.ndarray
     Psi2: np.ndarray
 
@@ -138,6 +160,13 @@ def check_supported(kernel) -> None:
         )
 
 
+def supports_grouped(kernel) -> bool:
+    """Whether :func:`compute_grouped` and :func:`gradients_grouped` handle ``kernel``."""
+    if not supports(kernel):
+        return False
+    return _sum.weighted_ok([REGISTRY[name] for _, name, _ in _leaves(kernel)])
+
+
 def _parts(kernel):
     """[(key prefix, family module, params dict)] of a supported kernel."""
     check_supported(kernel)
@@ -215,6 +244,73 @@ def gradients(kernel, Z, mu, S, dL_dpsi0, dL_dPsi1, dL_dPsi2) -> PsiGradients:
         grads = [family.psi_gradients(dL_dpsi0, G1, G2, *[params[k] for k in family.PARAMS], Z, mu, S)]
     else:
         grads = _sum.psi_gradients(dL_dpsi0, G1, G2, [(f, p) for _, f, p in parts], Z, mu, S)
+    return _collect(parts, grads, Z, mu, S)
+
+
+def _validate_weights(weights, N):
+    W = np.ascontiguousarray(weights, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != N or W.shape[1] < 1:
+        raise ShapeError(f"Expected weights of shape (N={N}, K >= 1), got {W.shape} instead.")
+    if not np.all(np.isfinite(W)):
+        raise ShapeError("Expected finite weights, got NaN or inf instead.")
+    return W
+
+
+def _grouped_parts(kernel):
+    if not supports_grouped(kernel):
+        check_supported(kernel)
+        raise UnsupportedKernelError(
+            f"Weighted psi statistics are implemented for RBF, Bias and White kernels and their sums, "
+            f"got {_describe(kernel)} instead; use compute() on each subset of rows.")
+    return _parts(kernel)
+
+
+@blas_pinned
+def compute_grouped(kernel, Z, mu, S, weights) -> GroupedPsiStats:
+    """K weighted sums of the psi statistics over the points, from one pass over them.
+
+    weights: (N, K), e.g. 0/1 memberships of K row sets; returns
+    :class:`GroupedPsiStats` with psi0[k] = sum_n weights[n, k] psi0_n and
+    Psi2[k] = sum_n weights[n, k] Psi2_n, and Psi1 (N, M) as :func:`compute`.
+    Equal (to rounding) to :func:`compute` on each row set; the results do
+    not depend on the number of threads.
+    """
+    parts = _grouped_parts(kernel)
+    Z, mu, S = _validate(kernel, Z, mu, S)
+    W = _validate_weights(weights, mu.shape[0])
+    psi0, Psi1, Psi2 = _sum.psi_stats_weighted([(f, p) for _, f, p in parts], Z, mu, S, W)
+    return GroupedPsiStats(psi0, Psi1, Psi2)
+
+
+@blas_pinned
+def gradients_grouped(kernel, Z, mu, S, weights, dL_dpsi0, dL_dPsi1, dL_dPsi2) -> PsiGradients:
+    """Gradients of L = sum_k (dL_dpsi0[k] psi0[k] + sum(dL_dPsi2[k] * Psi2[k])) + sum(dL_dPsi1 * Psi1)
+    for the statistics of :func:`compute_grouped`.
+
+    dL_dpsi0: (K,); dL_dPsi1: (N, M); dL_dPsi2: (K, M, M), need not be symmetric.
+    After :func:`compute_grouped` at the same arguments the RBF backward pass
+    reuses the forward pass's values.
+    """
+    parts = _grouped_parts(kernel)
+    Z, mu, S = _validate(kernel, Z, mu, S)
+    N, M = mu.shape[0], Z.shape[0]
+    W = _validate_weights(weights, N)
+    K = W.shape[1]
+    g0 = np.ascontiguousarray(dL_dpsi0, dtype=np.float64).reshape(-1)
+    G1 = np.ascontiguousarray(dL_dPsi1, dtype=np.float64)
+    G2 = np.ascontiguousarray(dL_dPsi2, dtype=np.float64)
+    if g0.shape != (K,):
+        raise ShapeError(f"Expected dL_dpsi0 of shape {(K,)}, got {g0.shape} instead.")
+    if G1.shape != (N, M):
+        raise ShapeError(f"Expected dL_dPsi1 of shape {(N, M)}, got {G1.shape} instead.")
+    if G2.shape != (K, M, M):
+        raise ShapeError(f"Expected dL_dPsi2 of shape {(K, M, M)}, got {G2.shape} instead.")
+    grads = _sum.psi_gradients_weighted(g0, G1, G2, [(f, p) for _, f, p in parts], Z, mu, S, W)
+    return _collect(parts, grads, Z, mu, S)
+
+
+def _collect(parts, grads, Z, mu, S) -> PsiGradients:
+    """Per-part gradient dicts -> :class:`PsiGradients` (parameters keyed like ``kernel.params``)."""
     out_params = {}
     dZ = np.zeros_like(Z)
     dmu = np.zeros_like(mu)
@@ -237,3 +333,6 @@ def warm_up() -> None:
     S = np.full((5, 2), 0.1)
     rbf.psi_stats(1.0, np.ones(2), Z, mu, S)
     rbf.psi_gradients(1.0, np.ones((5, 3)), np.ones((3, 3)), 1.0, np.ones(2), Z, mu, S)
+    W = np.ones((5, 2))
+    rbf.psi_stats_weighted(1.0, np.ones(2), Z, mu, S, W)
+    rbf.psi_gradients_weighted(np.ones(2), np.ones((5, 3)), np.ones((2, 3, 3)), 1.0, np.ones(2), Z, mu, S, W)

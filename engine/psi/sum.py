@@ -73,3 +73,128 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, parts, Z, mu, S):
                 G1a = G1a + P1 @ G2pT
         out.append(family.psi_gradients(dL_dpsi0, G1a, G2, *_args(family, params), Z, mu, S))
     return out
+
+
+# ------------------------------------------------------------------ weighted sums over points
+#
+# K weighted sums over the points at once: psi0[k] = sum_n W[n, k] psi0_n and
+# Psi2[k] = sum_n W[n, k] Psi2_n, W (N, K) (e.g. 0/1 memberships of the row
+# sets of K column groups).  An x-dependent family provides
+# ``psi_stats_weighted`` / ``psi_gradients_weighted``; the families with a
+# ``CROSS`` (Bias, White) have statistics that do not depend on q(x_n) (the
+# same psi0_n, Psi1[n] and Psi2_n for every n), so theirs are those of one
+# point times sum_n W[n, k].  With Psi1_a[n] = p_a for such a family, the cross
+# term of a pair is
+#
+#     sum_n W[n, k] (Psi1_a[n]^T Psi1_b[n] + transpose) = p_a^T u_k + u_k^T p_a,
+#     u_k = sum_n W[n, k] Psi1_b[n]                    (a rank-2 update per k).
+
+
+def x_independent(family) -> bool:
+    """Whether the family's psi statistics do not depend on q(x_n) (Bias, White: those with a CROSS)."""
+    return getattr(family, "CROSS", None) is not None
+
+
+def weighted_ok(families) -> bool:
+    """Whether :func:`psi_stats_weighted` handles a sum of these families (at most one
+    x-dependent family, which must provide ``psi_stats_weighted``)."""
+    dependent = [f for f in families if not x_independent(f)]
+    return len(dependent) <= 1 and all(hasattr(f, "psi_stats_weighted") for f in dependent)
+
+
+def _one_point(mu, S):
+    return mu[:1], S[:1]
+
+
+def psi_stats_weighted(parts, Z, mu, S, W):
+    """(psi0 (K,), Psi1 (N, M), Psi2 (K, M, M)) of the weighted sums of a sum of kernels.
+
+    parts: as in :func:`psi_stats`, accepted by :func:`weighted_ok`; W: (N, K).
+    """
+    N, M = np.shape(mu)[0], np.shape(Z)[0]
+    W = np.asarray(W, dtype=np.float64)
+    s = W.sum(axis=0)
+    K = s.shape[0]
+    psi0 = np.zeros(K)
+    Psi2 = np.zeros((K, M, M))
+    rows = []  # per part: Psi1 row p (M,) of an x-independent family, else None
+    Psi1s = []  # per part: Psi1 (N, M) of an x-dependent family, else None
+    for family, params in parts:
+        if x_independent(family):
+            p0, P1, P2 = family.psi_stats(*_args(family, params), Z, *_one_point(mu, S))
+            psi0 += s * p0
+            Psi2 += s[:, None, None] * P2
+            rows.append(np.asarray(P1[0], dtype=np.float64))
+            Psi1s.append(None)
+        else:
+            p0, P1, P2 = family.psi_stats_weighted(*_args(family, params), Z, mu, S, W)
+            psi0 += p0
+            Psi2 += P2
+            rows.append(None)
+            Psi1s.append(P1)
+    Psi1 = np.zeros((N, M))
+    for p, P1 in zip(rows, Psi1s):
+        Psi1 += P1 if P1 is not None else p
+    for a in range(len(parts)):
+        for b in range(a + 1, len(parts)):
+            i, j = (a, b) if rows[a] is not None else (b, a)  # i: x-independent
+            p = rows[i]
+            if not np.any(p):
+                continue
+            u = s[:, None] * rows[j] if rows[j] is not None else W.T @ Psi1s[j]  # (K, M)
+            cross = p[None, :, None] * u[:, None, :]
+            Psi2 += cross + np.swapaxes(cross, 1, 2)
+    return psi0, Psi1, Psi2
+
+
+def psi_gradients_weighted(dL_dpsi0, dL_dPsi1, dL_dPsi2, parts, Z, mu, S, W):
+    """Per-part gradient dicts for L = sum_k (dL_dpsi0[k] psi0[k] + sum(dL_dPsi2[k] Psi2[k]))
+    + sum(dL_dPsi1 Psi1) of :func:`psi_stats_weighted`, in order of ``parts``.
+
+    dL_dpsi0: (K,); dL_dPsi1: (N, M); dL_dPsi2: (K, M, M), need not be symmetric.
+    """
+    W = np.asarray(W, dtype=np.float64)
+    s = W.sum(axis=0)
+    g0 = np.asarray(dL_dpsi0, dtype=np.float64)
+    G1 = np.asarray(dL_dPsi1, dtype=np.float64)
+    G2 = np.asarray(dL_dPsi2, dtype=np.float64)
+    G2pT = G2 + np.swapaxes(G2, 1, 2)
+    rows, Psi1s = [], []
+    for family, params in parts:
+        if x_independent(family):
+            rows.append(np.asarray(family.psi1(*_args(family, params), Z, *_one_point(mu, S))[0], dtype=np.float64))
+            Psi1s.append(None)
+        else:
+            rows.append(None)
+            Psi1s.append(None)  # computed below only if a cross term needs it
+    crossing = any(p is not None and np.any(p) for p in rows)
+    for a, (family, params) in enumerate(parts):
+        if rows[a] is None and crossing:
+            Psi1s[a] = family.psi1(*_args(family, params), Z, mu, S)
+    # Psi1 cotangents: (N, M) for an x-dependent part; the row sum (M,) for an x-independent one
+    G1s = [G1.sum(axis=0) if p is not None else G1 for p in rows]
+    for a in range(len(parts)):
+        for b in range(a + 1, len(parts)):
+            i, j = (a, b) if rows[a] is not None else (b, a)
+            p = rows[i]
+            # L_cross = sum_k p^T G2pT[k] u_k with u_k = sum_n W[n, k] Psi1_j[n]
+            V = np.einsum("kmn,m->kn", G2pT, p)  # (K, M): d/du_k
+            if rows[j] is not None:
+                u = s[:, None] * rows[j]
+                G1s[j] = G1s[j] + s @ V
+            elif np.any(p):
+                u = W.T @ Psi1s[j]
+                G1s[j] = G1s[j] + W @ V
+            else:  # p = 0 (White): no cross term
+                continue
+            G1s[i] = G1s[i] + np.einsum("kmn,kn->m", G2pT, u)
+    out = []
+    for (family, params), p, G1a in zip(parts, rows, G1s):
+        if p is not None:
+            g = family.psi_gradients(float(g0 @ s), G1a[None, :], np.einsum("k,kmn->mn", s, G2),
+                                     *_args(family, params), Z, *_one_point(mu, S))
+            g = dict(g, mu=np.zeros(np.shape(mu)), S=np.zeros(np.shape(S)))
+        else:
+            g = family.psi_gradients_weighted(g0, G1a, G2, *_args(family, params), Z, mu, S, W)
+        out.append(g)
+    return out
