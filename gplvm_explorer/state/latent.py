@@ -39,10 +39,17 @@ def most_relevant(relevance, k: int = 2) -> list[int]:
 
 
 def padded_extent(X2: np.ndarray, margin: float = MARGIN) -> tuple:
-    """(x0, y0, x1, y1): a padded box around 2-D points."""
+    """(x0, y0, x1, y1): a padded box around 2-D points.
+
+    Above a thousand points the box spans the 0.1-99.9% quantiles, so a few
+    far-away points do not shrink the bulk to a corner of the map.
+    """
     out = []
     for col in (X2[:, 0], X2[:, 1]):
-        lo, hi = float(np.min(col)), float(np.max(col))
+        if col.size > 1000:
+            lo, hi = (float(v) for v in np.quantile(col, [0.001, 0.999]))
+        else:
+            lo, hi = float(np.min(col)), float(np.max(col))
         span = hi - lo
         if not np.isfinite(span) or span < 1e-9:
             span = 1.0
@@ -306,9 +313,10 @@ class LatentSlice(param.Parameterized):
         return ok
 
     def close(self) -> None:
+        """The page is gone: forget the results (their models and arrays can be freed)."""
         with self._lock:
             self._closed = True
-            self._wanted = None
+            self._wanted = self._done = self._result = None
 
     # ---- questions the views ask (page thread) ---------------------------------------------
     def nearest_point(self, x: float, y: float, radius: float | None = None) -> int | None:

@@ -136,9 +136,10 @@ class TrainingRun(param.Parameterized):
         return self._job.join(timeout) if self._job is not None else True
 
     def close(self) -> None:
-        """The page is gone: stop the fit; nothing more reaches the page."""
+        """The page is gone: stop the fit and let go of its events (nothing more reaches the page)."""
         if self._job is not None:
             self._job.stop()
+            self._job.drain()
 
     # ---- events ----------------------------------------------------------------------
     def _notify(self) -> None:  # any thread

@@ -186,6 +186,7 @@ class LatentMap(pn.viewable.Viewer):
     # ---- updates ---------------------------------------------------------------------------
     def _on_view(self, *events) -> None:
         v = self.explorer.latent.view
+        self._on_dims()  # automatic dims change with the view
         if v is None:
             self.glyph_source.data = {"x": [], "y": [], "colour": [], "label": [], "index": []}
             self.marker_source.data = {"x": [], "y": [], "marker": [], "colour": []}

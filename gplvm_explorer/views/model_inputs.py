@@ -9,6 +9,10 @@ from ..state.model_inputs import MAX_VIEWS
 from .common import SMALL_MD, escape, plain
 
 
+#: A view of an image has hundreds of columns: its chosen columns scroll in a box of their own.
+_SCROLL = ".choices__inner { max-height: 124px; overflow-y: auto; }"
+
+
 class ModelInputsPanel(pn.viewable.Viewer):
     """Shown only for models whose catalog entry lists inputs ("time", "views")."""
 
@@ -60,16 +64,14 @@ class ModelInputsPanel(pn.viewable.Viewer):
             for v in range(len(views)):
                 w = pn.widgets.MultiChoice(label="", options={plain(c, 60): c for c in cols}, value=[],
                                            sizing_mode="stretch_width", max_items=None,
-                                           css_classes=[f"gx-view-{v}"])
+                                           css_classes=[f"gx-view-{v}"], stylesheets=[_SCROLL])
                 w.param.watch(lambda e, v=v: self._on_view(v, e), "value")
                 self._widgets.append(w)
             # a view of an image has hundreds of columns: each chooser scrolls in a box of its own
             self._labels = [pn.pane.HTML("", margin=(6, 10, 0, 10), css_classes=[f"gx-view-label-{v}"])
                             for v in range(len(views))]
             self.choosers.objects = [obj for v, w in enumerate(self._widgets)
-                                     for obj in (self._labels[v],
-                                                 pn.Column(w, max_height=120, scroll=True,
-                                                           sizing_mode="stretch_width"))]
+                                     for obj in (self._labels[v], w)]
         if self.num_views.value != len(views) and views:
             self.num_views.value = len(views)
         for v, w in enumerate(self._widgets):

@@ -124,7 +124,7 @@ class ReconstructionView(pn.viewable.Viewer):
             x = np.arange(rec.mean.size)
             self.profile_source.data = {"x": x, "mean": rec.mean, "lower": rec.mean - 2 * rec.std,
                                         "upper": rec.mean + 2 * rec.std, "nearest": rec.nearest_values}
-            self.profile_fig.legend.items[2].label = {"value": plain(f"nearest #{rec.nearest_index}{label}", 60)}
+            self.profile_fig.legend.items[2].label = {"value": f"nearest #{rec.nearest_index}"}
 
     def __panel__(self):
         return pn.Column(self.title, self.text, self.images, self.profile, sizing_mode="stretch_width",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FactorRange, LinearColorMapper, Range1d
+from bokeh.models import ColumnDataSource, FactorRange, FixedTicker, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import factor_cmap
 
@@ -55,12 +55,17 @@ class _ViewPlot:
         else:
             self.src = ColumnDataSource({"vx": [], "vmean": [], "vlower": [], "vupper": [], "vother": [],
                                          "role": [], "view": []})
-            f = figure(title=plain(title, 40), height=190, width=260, toolbar_location=None,
+            f = figure(title=plain(title, 40), height=210, width=260, toolbar_location=None,
                        x_axis_label="column", y_axis_label="value")
             f.varea("vx", "vlower", "vupper", source=self.src, fill_color=ACCENT, fill_alpha=0.2)
             f.line("vx", "vmean", source=self.src, color=ACCENT, line_width=2)
             f.line("vx", "vother", source=self.src, color="#d55e00", line_dash="dashed")
-            self.pane = pn.pane.Bokeh(f, width=265, height=195)
+            if 0 < len(names) <= 16:
+                f.xaxis.ticker = FixedTicker(ticks=list(range(len(names))))
+                f.xaxis.major_label_overrides = {j: plain(n, 14) for j, n in enumerate(names)}
+                f.xaxis.major_label_orientation = 0.8
+                f.xaxis.axis_label = None
+            self.pane = pn.pane.Bokeh(f, width=265, height=215)
         self.fig = f
 
     def show(self, mean, std=None, other=None, title=None):

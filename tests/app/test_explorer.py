@@ -133,3 +133,20 @@ def test_data_errors_keep_the_previous_data_and_labels_are_capped(make_explorer)
     assert len(ex.data.labels.categories) <= 10
     assert any("distinct" in line for line in ex.data.summary_lines())
     assert ex.settings.errors == []  # M bounded by N, shape known
+
+
+def test_a_closed_session_is_freed(fake_build, pump):
+    import gc
+    import weakref
+
+    ex = Explorer(limiter=Limiter(1), build=fake_build(delay=0.002))
+    ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 100_000
+    assert ex.train()
+    assert pump(ex, lambda: ex.training.result is not None)
+    ref = weakref.ref(ex)
+    model_ref = weakref.ref(ex.training.result.model)
+    ex.close()
+    assert ex.training.join(1.0) and ex.latent.wait(5.0)  # its threads end
+    del ex
+    gc.collect()
+    assert ref() is None and model_ref() is None  # nothing process-wide keeps the session or its models

@@ -119,18 +119,24 @@ def test_many_points_are_rasterised_and_labels_are_sent_once(fake_build, pump):
 
 
 def test_glyph_updates_send_only_the_coordinates(fake_build, pump):
-    ex = trained(fake_build, pump, upload=big_csv(400, distinct=3), iters=300, delay=0.003)
+    import dataclasses
+
+    ex = trained(fake_build, pump, upload=big_csv(400, distinct=3), iters=5)
     latent = LatentMap(explorer=ex)
     doc = Document()
     doc.add_root(latent.glyph_source)
     changed = []
     doc.on_change(lambda event: changed.append(event))
     finish(ex, pump)
+    first = ex.training.result
+    for shift in (0.5, 1.0):  # two more snapshots of the same run
+        ex.latent.offer(dataclasses.replace(first, X_mean=first.X_mean + shift, iteration=first.iteration + 1))
+        ex.latent.wait()
     events = [e for e in changed if isinstance(e, ColumnDataChangedEvent) and e.model is latent.glyph_source]
     whole = [e for e in events if e.cols is None]
     partial = [e for e in events if e.cols is not None]
     assert len(whole) == 1  # colours and labels: once for the data set
-    assert partial and all(set(e.cols) == {"x", "y"} for e in partial)
+    assert len(partial) == 2 and all(set(e.cols) == {"x", "y"} for e in partial)
 
 
 def test_legend_is_capped(fake_build, pump):

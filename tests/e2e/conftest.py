@@ -122,6 +122,26 @@ def served_app(chromium_path):
         server.stop()
 
 
+class ServedURL(str):
+    """The app's URL, carrying the server's process id (for CPU measurements)."""
+
+    def __new__(cls, url: str, pid: int):
+        self = super().__new__(cls, url)
+        self.pid = pid
+        return self
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture
+def cpu_seconds():
+    return process_cpu_seconds
+
+
 @pytest.fixture(scope="session")
 def panel_serve_subprocess(chromium_path):
     """``python -m panel serve gplvm_explorer/app.py`` in its own process group."""
@@ -134,7 +154,7 @@ def panel_serve_subprocess(chromium_path):
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/liveness", 90)
-        yield f"http://127.0.0.1:{port}/app"
+        yield ServedURL(f"http://127.0.0.1:{port}/app", proc.pid)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -193,3 +193,15 @@ def test_upload_valid_then_malformed_keeps_previous(page, served_app, artifacts,
     assert page.get_by_text(re.compile(r"40\s+points")).first.is_visible()
     assert page.get_by_text("measurements").first.is_visible()
     screenshot(page, artifacts, "08-upload-malformed")
+
+
+def test_an_idle_tab_costs_the_server_no_cpu(page, panel_serve_subprocess, cpu_seconds):
+    """Nothing polls: with a page open and nothing training, the server sleeps."""
+    open_app(page, panel_serve_subprocess)
+    wait_text(page, "rotating-glyph", timeout=30_000)
+    time.sleep(2.0)  # the page has settled
+    pid = panel_serve_subprocess.pid
+    c0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(6.0)
+    used = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+    assert used < 0.03, f"an idle tab costs the server {used:.1%} of a core"
