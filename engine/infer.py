@@ -741,9 +741,18 @@ class PointProjection:
         var = np.where(clipped, 0.0, latent) + self.noise
         return mean, var, (Ks, a, b, clipped)
 
+    #: With ``mean_only`` the variance is held at the noise: a first stage that finds the point
+    #: reconstructing the row.  Far from the training latents the predictive variance grows,
+    #: and with little noise a row explained poorly near the data (a residual of a few noise
+    #: standard deviations) scores better far away, where everything is "explained" by variance.
+    mean_only = False
+
     def value_and_grad(self, rows, X, *, with_grad=True):
         X = np.ascontiguousarray(X)
         mean, var, (Ks, a, b, clipped) = self.predictive(X)
+        if self.mean_only:
+            var = np.full_like(var, self.noise)
+            clipped = np.ones_like(clipped)
         mf = self.mask_f[rows]
         Dn = self.Dn[rows]
         res = mf * (self.Y[rows] - mean)
@@ -857,6 +866,13 @@ def infer_latent(model, Ynew, observed=None, *, num_starts=5, num_optimised=2, m
     rows = rows_all[chosen]
     theta0 = theta_all[chosen]
     scale = problem.scales(theta0)
+
+    if isinstance(problem, PointProjection):  # first reconstruct, then weigh the variance too
+        problem.mean_only = True
+        staged = minimize_rows(lambda idx, X: tuple(-v for v in problem.value_and_grad(rows[idx], X)),
+                               theta0.copy(), max_iters=max_iters, memory=memory, gtol=gtol, ftol=ftol)
+        problem.mean_only = False
+        theta0 = np.where(np.isfinite(staged.f)[:, None], staged.x, theta0)
 
     def negative(idx, U):
         v, g = problem.value_and_grad(rows[idx], theta0[idx] + scale[idx] * U)

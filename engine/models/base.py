@@ -242,6 +242,19 @@ class LatentVariableModel:
         clone._cache = None
         return clone
 
+    def __getstate__(self):
+        """Pickling (e.g. a fitted scikit-learn transformer in joblib): everything but the lock
+        and the prediction cache.  Model files for sharing are engine.io's .npz, never pickles."""
+        with self._lock:
+            state = dict(self.__dict__)
+        state.pop("_lock", None)
+        state["_cache"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
     def kernel_at(self, values: dict):
         """A copy of the kernel with its parameters taken from ``values``."""
         k = self._kernel.copy()
