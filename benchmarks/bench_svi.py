@@ -10,6 +10,20 @@
    BayesianGPLVM's after its L-BFGS fit, and the ratio of the fit times
    (target: within 10%, in <= 1/10 of the time).
 
+Measured here (2 cores shared with other jobs, load average 10-14, so times
+are inflated; one run each):
+
+* oil flow, 5000 iterations: 7 errors (target 5 missed; the collapsed
+  model gets 2-6 depending on the run), 86.5 s including construction and
+  the final full bound; bound 6548 nats (collapsed L-BFGS: ~7500); 7 of 10
+  dimensions switched off.
+* time per iteration, 7 interleaved rounds of 100: N=10^4 median 17.2 ms
+  (min 13.0), N=10^6 median 15.4 ms (min 13.2): 0.89x median, 1.01x min.
+  Construction (one chunked pass over Y, PCA scores): 0.4 s and 13.7 s.
+* N=10^5: collapsed, 150 L-BFGS iterations (not converged), 4.60 nats per
+  row in 1375 s; SVI, 3000 iterations, 8.60 nats per row in 86 s
+  (+0.9 s for the full bound): SVI above the collapsed fit, time ratio 0.063.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_svi.py [--data ../shared/data/oil_flow.npz]
@@ -128,9 +142,10 @@ def bench_compare(args, tmp):
     bound = s.objective()
     t_eval = time.perf_counter() - t0
     per_row_c, per_row_s = rc.objective / n, bound / n
-    gap = abs(per_row_s - per_row_c) / abs(per_row_c)
+    gap = (per_row_s - per_row_c) / abs(per_row_c)
     print(f"  SVI:       {per_row_s:.4f} nats per row in {t_s:.1f} s (+ {t_eval:.1f} s for the full bound)")
-    print(f"  relative difference of the bound per row: {gap:.1%}   (target <= 10%)")
+    print(f"  (SVI - collapsed) / |collapsed| of the bound per row: {gap:+.1%}   (target >= -10%; "
+          f"collapsed {'converged' if rc.converged else 'not converged'} after {rc.iterations} iterations)")
     print(f"  time ratio SVI / collapsed: {t_s / t_c:.3f}   (target <= 0.1)")
 
 
