@@ -46,9 +46,10 @@ class MissingDataChoice(pn.viewable.Viewer):
         ex = self.explorer
         self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width",
                                   css_classes=["gx-missing-note"])
-        self.choice = pn.widgets.RadioBoxGroup(options={label: key for key, label in MISSING_CHOICES.items()},
-                                               value=ex.missing.choice, inline=False, visible=False,
-                                               css_classes=["gx-missing-choice"])
+        self.choice = pn.widgets.RadioButtonGroup(options={label: key for key, label in MISSING_CHOICES.items()},
+                                                  value=ex.missing.choice, orientation="vertical", color="primary",
+                                                  **OUTLINE, visible=False, sizing_mode="stretch_width",
+                                                  css_classes=["gx-missing-choice"])
         sync(self.choice, ex.missing, "choice")
         ex.data.param.watch(self._refresh, ["dataset"])
         ex.settings.param.watch(self._refresh, ["model", "locked"])
