@@ -14,6 +14,7 @@ like the reconstruction view.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -201,10 +202,13 @@ class MissingValues(param.Parameterized):
 class ImputedValues(param.Parameterized):
     """The imputed-values view's state: which training row is shown, and its values.
 
-    Follows a :class:`~gplvm_explorer.state.training.TrainingRun`'s ``result``
-    (including the snapshots published while training: one row's prediction
-    is cheap).
+    Follows a :class:`~gplvm_explorer.state.training.TrainingRun`'s ``result``,
+    including the snapshots published while training as long as one row's
+    prediction stays cheap (below ``live_budget`` seconds; with many
+    missingness patterns it is not, and the view waits for the final result).
     """
+
+    live_budget = 0.05
 
     row = param.Integer(default=0, bounds=(0, None), doc="Training row on show.")
     imputation = param.Parameter(default=None, doc="RowImputation of the row on show, or None.")
@@ -215,6 +219,7 @@ class ImputedValues(param.Parameterized):
     def __init__(self, training=None, **params):
         super().__init__(**params)
         self._dataset = None
+        self._cost = 0.0  # seconds the last row took
         if training is not None:
             training.param.watch(lambda e: self.offer(e.new), ["result"])
             if training.result is not None:
@@ -229,6 +234,8 @@ class ImputedValues(param.Parameterized):
             self._dataset = None
             return
         ds = result.dataset
+        if not result.final and ds is self._dataset and self._cost > self.live_budget:
+            return  # too dear to follow every snapshot: the final result comes
         with param.parameterized.batch_call_watchers(self):
             self.result = result
             row = self.row
@@ -263,7 +270,9 @@ class ImputedValues(param.Parameterized):
             return
         row = min(max(int(self.row), 0), result.dataset.n - 1)
         try:
+            t0 = time.perf_counter()
             self.imputation = row_imputation(result, row)
+            self._cost = time.perf_counter() - t0
             self.error = ""
         except Exception as exc:
             logger.exception("Imputing row %d failed", row)

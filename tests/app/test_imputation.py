@@ -326,3 +326,17 @@ def test_the_row_widget_follows_the_row_on_show(bayes):
     assert view.row.value == ex.imputation.row != first
     view.row.value = 0
     assert ex.imputation.imputation.row == 0
+
+
+def test_snapshots_during_training_are_followed_only_while_a_row_is_cheap(bayes):
+    ds, res = bayes
+    state = ImputedValues()
+    live = dataclasses.replace(res, final=False, iteration=3)
+    state.offer(live)
+    assert state.result is live
+    later = dataclasses.replace(res, final=False, iteration=4)
+    state._cost = 10.0  # pretend one row took 10 s
+    state.offer(later)
+    assert state.result is live  # the page thread is not held up by every snapshot
+    state.offer(res)
+    assert state.result is res and state.imputation is not None  # the final result always shows
