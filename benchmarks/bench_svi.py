@@ -14,7 +14,7 @@ Measured here (2 cores shared with other jobs, load average 10-14, so times
 are inflated; one run each):
 
 * oil flow, 5000 iterations: 7 errors (target 5 missed; the collapsed
-  model gets 2-6 depending on the run), 86.5 s including construction and
+  model: 6 in the runs here), 86.5 s including construction and
   the final full bound; bound 6548 nats (collapsed L-BFGS: ~7500); 7 of 10
   dimensions switched off.
 * time per iteration, 7 interleaved rounds of 100: N=10^4 median 17.2 ms
