@@ -31,6 +31,7 @@ __all__ = [
     "OPTIMIZERS",
     "check",
     "format_bytes",
+    "parse_layer_dims",
     "spec",
     "view_split",
 ]
@@ -73,6 +74,7 @@ class ModelConfig:
     time_name: str = ""  # where the times came from, for describe()
     view_sizes: tuple | None = None  # "views": columns per view, the data's columns in view order
     view_names: tuple | None = None  # one name per view, for describe() and the views' panels
+    layer_dims: tuple | None = None  # "layers": latent dims of each layer from the data side up (deep GP)
 
     @property
     def spec(self) -> "ModelSpec":
@@ -87,6 +89,8 @@ class ModelConfig:
         if self.white:
             kern += " + white"
         parts = [s.display_name, kern, f"Q={self.latent_dim}"]
+        if "layers" in s.inputs and self.layer_dims:
+            parts[-1] = "layers=" + ", ".join(str(q) for q in self.layer_dims) + " (data side first)"
         if s.uses_inducing:
             parts.append(f"M={self.num_inducing}")
         if "time" in s.inputs:
@@ -141,6 +145,16 @@ class ModelSpec:
     def cost(self, n: int, d: int, q: int, m: int) -> Cost:
         m = m if self.uses_inducing else 0
         return Cost(float(self.memory(n, d, q, m)), float(self.seconds(n, d, q, m)))
+
+    def config_cost(self, config: "ModelConfig", n: int, d: int) -> Cost:
+        """The cost of ``config``: for a stack of layers, the sum of one collapsed layer each
+        (layer l maps Q_l inputs to the layer below: D outputs for the first, Q_{l-1} above)."""
+        m = int(config.num_inducing)
+        if "layers" in self.inputs and config.layer_dims:
+            outs = (d,) + tuple(config.layer_dims[:-1])
+            costs = [self.cost(n, o, int(q), m) for o, q in zip(outs, config.layer_dims)]
+            return Cost(sum(c.memory_bytes for c in costs), sum(c.seconds_per_iteration for c in costs))
+        return self.cost(n, d, int(config.latent_dim), m)
 
     def build(self, Y: np.ndarray, config: ModelConfig):
         """The engine model (not fitted) this spec and ``config`` describe."""
@@ -216,6 +230,52 @@ def _build_mrd(Y, config: ModelConfig):
                       X=base.X_mean)
 
 
+MAX_LAYERS = 4
+
+
+def parse_layer_dims(text) -> tuple:
+    """``"5, 2"`` -> ``(5, 2)``: each layer's latent dims from the data side up; ValueError says why not."""
+    raw = str(text if text is not None else "").replace(";", ",").strip()
+    if not raw:
+        raise ValueError("Give each layer's latent dimensions, data side first, e.g. \"5, 2\".")
+    parts = [p.strip() for p in raw.split(",")]
+    dims = []
+    for p in parts:
+        try:
+            q = int(p)
+        except ValueError:
+            raise ValueError(f"Layer dimensions are whole numbers separated by commas (e.g. \"5, 2\"); "
+                             f"could not read {p[:20]!r}.") from None
+        if not 1 <= q <= 20:
+            raise ValueError(f"Each layer needs between 1 and 20 latent dimensions, got {q}.")
+        dims.append(q)
+    if not 1 <= len(dims) <= MAX_LAYERS:
+        raise ValueError(f"Choose between 1 and {MAX_LAYERS} layers, got {len(dims)}.")
+    return tuple(dims)
+
+
+def _build_deep(Y, config: ModelConfig):
+    """A deep GP over ``config.layer_dims``; its own layer-by-layer start, then the bias / white terms asked for."""
+    import engine
+    from engine import kernels as K
+
+    dims = list(config.layer_dims or (int(config.latent_dim),))
+    M, seed = int(config.num_inducing), int(config.seed)
+    base = engine.DeepGP(Y, layer_dims=dims, num_inducing=M, init=config.init, seed=seed)
+    if not config.bias and not config.white:
+        return base
+    kernels, X = [], []
+    for layer, q in zip(base.layers, dims):
+        k = layer.kernel
+        if config.bias:
+            k = k + K.Bias(q, variance=0.1)
+        if config.white:
+            k = k + K.White(q, variance=1e-3)
+        kernels.append(k)
+        X.append(np.array(layer.X_mean, dtype=float))
+    return engine.DeepGP(Y, layer_dims=dims, num_inducing=M, kernels=kernels, init=config.init, seed=seed, X=X)
+
+
 def _exact_memory(n, d, q, m):
     # K, its Cholesky factor and dL/dK are N x N; plus data and optimiser history
     return _BYTES * (4 * n * n + 3 * n * d + 110 * n * q) + 50e6
@@ -261,6 +321,15 @@ CATALOG: dict[str, ModelSpec] = {
             memory=lambda n, d, q, m: 2 * _collapsed_memory(n, d, q, m),
             seconds=lambda n, d, q, m: 2 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 2e-7 * n * d,
             inputs=("views",), panel="views", builder=_build_mrd,
+        ),
+        ModelSpec(
+            key="deep", display_name="Deep GP (stacked Bayesian GP-LVMs)", objective_name="ELBO",
+            engine_class="DeepGP", kernels=("rbf",), uses_inducing=True, uncertain_latents=True,
+            # per layer; ModelSpec.config_cost sums the layers
+            memory=_collapsed_memory,
+            seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
+            cheaper="fewer or smaller layers, fewer inducing points M, or a subsample of the data",
+            inputs=("layers",), panel="deep", builder=_build_deep,
         ),
     )
 }
@@ -365,6 +434,8 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
         errors.append(f"The {s.display_name} needs closed-form kernel expectations; choose one of: {allowed}.")
     if config.latent_dim < 1:
         errors.append("The latent dimensionality Q must be at least 1.")
+    if "layers" in s.inputs and not config.layer_dims:
+        errors.append("Give each layer's latent dimensions, data side first, e.g. \"5, 2\".")
     if n < 3:
         errors.append(f"Need at least 3 data points to train, got {n}.")
     if s.uses_inducing:
@@ -378,7 +449,7 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
                       "use PCA or subsample the data.")
     if config.max_iters < 1:
         errors.append("The number of iterations must be at least 1.")
-    cost = s.cost(n, d, int(config.latent_dim), int(config.num_inducing))
+    cost = s.config_cost(config, n, d)
     budget = budget or Budget.from_env()
     instead = s.cheaper or "fewer inducing points M, a smaller Q, or a subsample of the data"
     if cost.memory_bytes > budget.memory_bytes:
