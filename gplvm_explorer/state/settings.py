@@ -31,6 +31,7 @@ class ModelSettings(param.Parameterized):
     optimizer = param.Selector(default="lbfgs", objects=list(OPTIMIZERS))
     max_iters = param.Integer(default=300, bounds=(1, 100000))
     seed = param.Integer(default=0, bounds=(0, None))
+    layers = param.String(default="5, 2", doc="Each layer's latent dims, data side first (models with layers).")
     errors = param.List(default=["Load data first."])
     notes = param.List(default=[])
     locked = param.Boolean(default=False, doc="True while a training runs.")
@@ -41,7 +42,7 @@ class ModelSettings(param.Parameterized):
         self._shape: tuple[int, int] | None = None
         self._adjusting = False
         self.param.watch(self._on_change, ["model", "kernel", "bias", "white", "latent_dim", "num_inducing",
-                                           "init", "optimizer", "max_iters", "seed"])
+                                           "init", "optimizer", "max_iters", "seed", "layers"])
 
     @property
     def spec(self) -> catalog.ModelSpec:
@@ -51,10 +52,22 @@ class ModelSettings(param.Parameterized):
         """Label -> key of the kernels the chosen model takes."""
         return {KERNELS[k]: k for k in self.spec.kernels}
 
+    def layer_dims(self) -> tuple:
+        """The parsed ``layers`` text; ValueError says what is wrong with it."""
+        return catalog.parse_layer_dims(self.layers)
+
     def config(self) -> ModelConfig:
+        latent_dim, layer_dims = int(self.latent_dim), None
+        if "layers" in self.spec.inputs:
+            try:
+                layer_dims = self.layer_dims()
+                latent_dim = layer_dims[-1]  # the top layer is the one the latent map shows
+            except ValueError:
+                layer_dims = ()  # catalog.check reports it
         return ModelConfig(model=self.model, kernel=self.kernel, bias=bool(self.bias), white=bool(self.white),
-                           latent_dim=int(self.latent_dim), num_inducing=int(self.num_inducing), init=self.init,
-                           optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed))
+                           latent_dim=latent_dim, num_inducing=int(self.num_inducing), init=self.init,
+                           optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed),
+                           layer_dims=layer_dims)
 
     def set_data_shape(self, n: int, d: int) -> None:
         self._shape = (int(n), int(d))
@@ -68,6 +81,11 @@ class ModelSettings(param.Parameterized):
             self.errors = ["Load data first."]
             return False
         errors, notes = catalog.check(self.config(), *self._shape, budget=self.budget)
+        if "layers" in self.spec.inputs:
+            try:
+                self.layer_dims()
+            except ValueError as exc:  # the specific reason, instead of the generic one
+                errors = [str(exc)] + [e for e in errors if "each layer's latent dimensions" not in e]
         self.notes = list(extra_notes or []) + notes
         self.errors = errors
         return not errors
