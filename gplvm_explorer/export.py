@@ -150,6 +150,12 @@ def summary_text(result: TrainedResult | None, status: str, elapsed: float, erro
     if ds is not None:
         std = ", standardised" if getattr(ds, "scale", None) is not None else ""
         lines.append(f"Data: {ds.name} (N={ds.n}, D={ds.d}{std})")
+        if ds.has_missing:
+            rows = int(ds.missing_mask.any(axis=1).sum())
+            lines.append(f"Missing cells: {ds.n_missing} in {rows} rows, trained on as missing "
+                         "(see Imputed values for the model's fill)")
+        if ds.imputed is not None and ds.imputed.any():
+            lines.append(f"Missing cells filled with their column mean before training: {int(ds.imputed.sum())}")
     lines.append(f"Model: {result.config.describe()}")
     lines.append(f"Status: {status}")
     lines.append(f"Iterations: {result.iteration}; time {elapsed:.1f} s")

@@ -340,3 +340,12 @@ def test_snapshots_during_training_are_followed_only_while_a_row_is_cheap(bayes)
     assert state.result is live  # the page thread is not held up by every snapshot
     state.offer(res)
     assert state.result is res and state.imputation is not None  # the final result always shows
+
+
+def test_the_summary_says_how_missing_cells_were_treated(bayes):
+    ds, res = bayes
+    text = export.summary_text(res, "finished", 1.0)
+    assert f"Missing cells: {ds.n_missing} in {int(ds.missing_mask.any(1).sum())} rows, trained on as missing" in text
+    filled = training_data(ds, spec("gplvm"), "impute-mean")
+    text = export.summary_text(dataclasses.replace(res, dataset=filled), "finished", 1.0)
+    assert f"filled with their column mean before training: {ds.n_missing}" in text
