@@ -18,6 +18,7 @@ from .dispatch import Dispatcher
 from .export import summary_text
 from .data import DataError
 from .state.data import LoadedData
+from .state.deep import DeepLayers
 from .state.imputation import ImputedValues, MissingValues
 from .state.labels import LabelColouring, colour_labels
 from .state.dynamics import Dynamics
@@ -55,6 +56,7 @@ class Explorer(param.Parameterized):
         self.inputs = ModelInputs()  # time / views for the models that need them
         self.dynamics = Dynamics(self.dispatcher)
         self.multiview = MultiView(self.dispatcher)
+        self.deep = DeepLayers(self.dispatcher)  # per-layer maps of models with layers
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
@@ -129,6 +131,7 @@ class Explorer(param.Parameterized):
         self.latent.offer(event.new)
         self.dynamics.offer(event.new)
         self.multiview.offer(event.new)
+        self.deep.offer(event.new)
 
     def _on_warm(self) -> None:
         self.warming_up = False
