@@ -13,7 +13,9 @@ Psi2_l) plus the row's (1, |out|^2 + sum(s_{l-1}), psi0*, psi1*^T out,
 Psi2*), where ``out`` is y*_O (bottom layer, observed columns only: the
 other columns' terms do not change) or m_{l-1} (the layer below).  J is
 maximised over all (m_l, log s_l) of the row together by L-BFGS, from the
-layer-by-layer projection; ``J`` at the optimum is the row's log density.
+layer-by-layer projection and from the training row nearest on the observed
+entries (its q(x_n) in every layer), keeping the better optimum; ``J`` there
+is the row's log density.
 """
 from __future__ import annotations
 
@@ -132,25 +134,29 @@ def training_layers(model, values) -> list:
 
 
 @blas_pinned
-def refine_rows(layers, Yc, mask, starts, max_iters=200):
-    """Maximise J row by row from ``starts`` = [(means (n, Q_l), variances (n, Q_l))] per layer.
+def refine_rows(layers, Yc, mask, start_sets, max_iters=200):
+    """Maximise J row by row from every start set; keep each row's best optimum.
 
-    Returns ([means], [variances], log_density (n,)); a row whose optimisation
-    ends below its start keeps the start (J never decreases).
+    ``start_sets``: a list of starts, each [(means (n, Q_l), variances (n, Q_l))]
+    per layer.  Returns ([means], [variances], log_density (n,)); an
+    optimisation that ends below its start keeps the start (J never decreases).
     """
     n = Yc.shape[0]
-    means = [np.array(m, dtype=float) for m, _ in starts]
-    variances = [np.array(v, dtype=float) for _, v in starts]
-    density = np.empty(n)
+    H = len(layers)
+    means = [np.array(m, dtype=float) for m, _ in start_sets[0]]
+    variances = [np.array(v, dtype=float) for _, v in start_sets[0]]
+    density = np.full(n, -np.inf)
     for i in range(n):
         cols = np.flatnonzero(mask[i])
         objective = RowObjective(layers, Yc[i, cols], cols)
-        theta0 = objective.pack([m[i] for m in means], [v[i] for v in variances])
-        f0, _ = objective(theta0)
-        res = minimize(lambda t: tuple(-x for x in objective(t)), theta0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": max_iters})
-        theta, f = (res.x, -res.fun) if np.isfinite(res.fun) and -res.fun >= f0 else (theta0, f0)
-        for l, (m, s) in enumerate(objective.unpack(theta)):
-            means[l][i], variances[l][i] = m, s
-        density[i] = f
+        for starts in start_sets:
+            theta0 = objective.pack([starts[l][0][i] for l in range(H)], [starts[l][1][i] for l in range(H)])
+            f0, _ = objective(theta0)
+            res = minimize(lambda t: tuple(-x for x in objective(t)), theta0, jac=True, method="L-BFGS-B",
+                           options={"maxiter": max_iters})
+            theta, f = (res.x, -res.fun) if np.isfinite(res.fun) and -res.fun >= f0 else (theta0, f0)
+            if f > density[i]:
+                for l, (m, v) in enumerate(objective.unpack(theta)):
+                    means[l][i], variances[l][i] = m, v
+                density[i] = f
     return means, variances, density

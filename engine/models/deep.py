@@ -489,8 +489,9 @@ class DeepGP(LatentVariableModel):
 
         Layer by layer (:meth:`infer_layers`, ``options`` passed on; all rows
         batched).  With ``joint`` every row's q(x*_l) of all layers are then
-        optimised together (one L-BFGS run of at most ``max_iters`` iterations
-        per row: much slower), so each layer's point is also pulled by the
+        optimised together, from there and from the nearest training row's
+        q(x_n) (two L-BFGS runs of at most ``max_iters`` iterations per row:
+        much slower), so each layer's point is also pulled by the
         layer above rather than by an N(0, I) prior: the density never drops,
         and rows with few observed outputs are placed much better.
         ``log_density`` (n,) is the deep bound's increase when the row is
@@ -506,7 +507,13 @@ class DeepGP(LatentVariableModel):
         if joint:
             Y, mask = check_new_data(self, Ynew, observed)
             Yc = np.where(mask, Y - self.Y_mean, 0.0)
-            means, variances, density = refine_rows(training_layers(self, values), Yc, mask, starts, max_iters)
+            # a second start: the nearest training row (on the observed entries) in every layer
+            dist = mask.astype(float) @ (self.Y * self.Y).T - 2.0 * Yc @ self.Y.T
+            nearest = np.argmin(dist, axis=1)
+            chain = [(v["X_mean"][nearest], v["X_variance"][nearest])
+                     for v in (self.layer_values(values, l) for l in range(self.num_layers))]
+            means, variances, density = refine_rows(training_layers(self, values), Yc, mask, [starts, chain],
+                                                    max_iters)
         else:
             means, variances = [m for m, _ in starts], [v for _, v in starts]
             density = self._layerwise_density(greedy, values)
