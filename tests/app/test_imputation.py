@@ -349,3 +349,18 @@ def test_the_summary_says_how_missing_cells_were_treated(bayes):
     filled = training_data(ds, spec("gplvm"), "impute-mean")
     text = export.summary_text(dataclasses.replace(res, dataset=filled), "finished", 1.0)
     assert f"filled with their column mean before training: {ds.n_missing}" in text
+
+
+def test_feature_names_in_the_imputed_values_view_stay_text(bayes):
+    ds, res = bayes
+    names = ["<img src=x onerror=alert(1)>", "<b>b</b>", "c", "d", "e"]
+    hostile = dataclasses.replace(res, dataset=ds.replace(feature_names=names))
+    ex = Explorer(limiter=Limiter(1))
+    view = ImputationView(explorer=ex)
+    ex.imputation.offer(hostile)
+    for _ in range(len(ex.imputation.incomplete_rows)):
+        shown = view.table.object + view.text.object
+        assert "<img" not in shown and "<b>b</b>" not in shown
+        ex.imputation.step(+1)
+    ticks = view.profile_fig.xaxis.major_label_overrides
+    assert all("&#" not in t for t in ticks.values())  # drawn as text by Bokeh: no entities
