@@ -23,7 +23,7 @@ import numpy as np
 import param
 
 from ..catalog import ModelConfig, ModelSpec
-from ..text import quote
+from ..text import plain, quote
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +93,9 @@ class ModelInputs(param.Parameterized):
         if ds is None:
             return opts
         if ds.labels is not None and ds.labels.dtype.kind in "if":
-            opts[f"Label: {ds.label_name or 'label'}"] = LABEL
+            opts[f"Label: {plain(ds.label_name or 'label', 80)}"] = LABEL
         for name in ds.feature_names:
-            opts[f"Column: {name}"] = column_key(name)
+            opts[f"Column: {plain(name, 200)}"] = column_key(name)
         return opts
 
     def set_view(self, v: int, columns) -> None:

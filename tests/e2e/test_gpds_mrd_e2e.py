@@ -90,7 +90,7 @@ def test_gpds_sample_trains_and_the_time_slider_moves_the_reconstruction(page, s
     time_select = page.get_by_label("Time of each row")
     time_select.wait_for(timeout=20_000)
     assert "time (s)" in time_select.locator("option:checked").inner_text()
-    train(page, iters=25, inducing=15)
+    train(page, iters=15, inducing=12)
 
     view = page.locator(".gx-dynamics").first
     view.wait_for(state="visible", timeout=30_000)
@@ -134,7 +134,7 @@ def test_mrd_sample_trains_and_shows_per_view_ard_and_reconstructions(page, serv
                     "MRD (shared and private latent dims of several views)")
     wait_text(page, re.compile(r"View 1: image \(100 columns\)"), timeout=20_000)
     wait_text(page, re.compile(r"View 2: sensor \(8 columns\)"), timeout=20_000)
-    train(page, iters=40, inducing=15)
+    train(page, iters=30, inducing=12)
 
     view = page.locator(".gx-views").first
     view.wait_for(state="visible", timeout=30_000)
