@@ -33,6 +33,7 @@ from gplvm_explorer.views import (
     TrainingPanel,
 )
 from gplvm_explorer.views.common import title_with_help
+from gplvm_explorer.views.deep_layers import DeepLayersInput, DeepLayersView
 from gplvm_explorer.views.dynamics import DynamicsView
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
@@ -77,7 +78,8 @@ def create_app(**explorer_options):
 
     sidebar = [
         card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
-        card(pn.Column(ModelPanel(explorer=ex), ModelInputsPanel(explorer=ex), MissingDataChoice(explorer=ex),
+        card(pn.Column(ModelPanel(explorer=ex), ModelInputsPanel(explorer=ex), DeepLayersInput(explorer=ex),
+                       MissingDataChoice(explorer=ex),
                        sizing_mode="stretch_width"),
              "2 · Model", help_texts.MODEL),
         card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
@@ -92,6 +94,7 @@ def create_app(**explorer_options):
         ),
         DynamicsView(explorer=ex),  # shown for the models whose catalog entry has panel="dynamics"
         MultiViewView(explorer=ex),  # ... panel="views"
+        DeepLayersView(explorer=ex),  # ... panel="deep"
         ObjectivePlot(explorer=ex),
         ImputationView(explorer=ex),
         ExportPanel(explorer=ex),
