@@ -121,6 +121,7 @@ class ModelPanel(pn.viewable.Viewer):
         if self.kernel.value != s.kernel:
             self.kernel.value = s.kernel
         self.num_inducing.visible = s.spec.uses_inducing
+        self.latent_dim.visible = "layers" not in s.spec.inputs  # models with layers give their dims as text
         self.notes.object = _alert_text(" ".join(s.notes))
         self.notes.visible = bool(s.notes)
         errs = [e for e in s.errors if e != "Load data first."]
