@@ -41,6 +41,7 @@ class LoadedData(param.Parameterized):
     def __init__(self, **params):
         super().__init__(**params)
         self._pending_upload: tuple[bytes, str] | None = None
+        self._given = None  # (loader, name, columns) of data handed over by explore() / gplvm-explorer FILE
         self._quiet = False
         try:
             self._samples = list(data_mod.samples())
@@ -56,7 +57,7 @@ class LoadedData(param.Parameterized):
     def sample_titles(self) -> dict:
         """Select options: title -> name (the last entry stands for the uploaded file)."""
         titles = {(s.title or s.name): s.name for s in self._samples}
-        titles["Your uploaded file"] = UPLOADED_FILE
+        titles[f"Your data: {self._given[1]}" if self._given else "Your uploaded file"] = UPLOADED_FILE
         return titles
 
     def load_default(self) -> None:
@@ -64,6 +65,31 @@ class LoadedData(param.Parameterized):
             self.sample = self._samples[0].name
 
     # ---- loading -------------------------------------------------------------------------
+    def load_given(self, loader, name: str, columns=(), label=None) -> bool:
+        """Data handed over by a program (``explore(...)``, ``gplvm-explorer FILE``), not uploaded.
+
+        ``loader(label_column, standardize)`` returns the `Dataset` (it is
+        called again when the label column or standardisation changes);
+        ``columns`` are offered as label columns. It takes the picker's
+        "your file" entry; on failure the current data stays.
+        """
+        if not self._may_load():
+            return False
+        try:
+            ds = loader(label, bool(self.standardize))
+        except Exception as exc:
+            self._fail(exc, name)
+            return False
+        self._pending_upload = None
+        self._given = (loader, name, list(columns))
+        self.upload_name = name
+        self._show_in_picker(UPLOADED_FILE)
+        with param.parameterized.discard_events(self):
+            self.param.label_column.objects = [NO_LABEL] + [c for c in columns if c != NO_LABEL]
+            self.label_column = label if label in self.param.label_column.objects else NO_LABEL
+        self._set(ds, "upload")
+        return True
+
     def load_sample(self, name: str) -> bool:
         if not self._may_load():
             return False
@@ -100,6 +126,7 @@ class LoadedData(param.Parameterized):
             self._fail(exc, filename)
             return False
         self._pending_upload = (content, filename)
+        self._given = None
         self.upload_name = filename
         self._show_in_picker(UPLOADED_FILE)
         with param.parameterized.discard_events(self):
@@ -151,7 +178,11 @@ class LoadedData(param.Parameterized):
         if self._quiet or not event.new:
             return
         if event.new == UPLOADED_FILE:
-            if self._pending_upload is None:
+            if self._pending_upload is None and self._given is not None:
+                loader, name, columns = self._given
+                label = None if self.label_column == NO_LABEL else self.label_column
+                ok = self.load_given(loader, name, columns, label)
+            elif self._pending_upload is None:
                 self.error = "No file uploaded yet: choose one with the upload button below."
                 ok = False
             else:
@@ -164,7 +195,16 @@ class LoadedData(param.Parameterized):
     def _on_prepare_option(self, event):
         if self.locked:
             return
-        if self.source == "upload" and self._pending_upload is not None:
+        if self.source == "upload" and self._pending_upload is None and self._given is not None:
+            loader, name, _ = self._given
+            label = None if self.label_column == NO_LABEL else self.label_column
+            try:
+                ds = loader(label, bool(self.standardize))
+            except Exception as exc:
+                self._fail(exc, name)
+                return
+            self._set(ds, "upload")
+        elif self.source == "upload" and self._pending_upload is not None:
             content, filename = self._pending_upload
             label = None if self.label_column == NO_LABEL else self.label_column
             try:
