@@ -64,9 +64,3 @@ they are. For images, the missing pixels are marked in orange. The exact
 GP-LVM cannot use missing cells: its data are completed first (column means
 or dropped rows). The CSV export has every value and a `_std` column after
 it (0 for observed values)."""
-
-MISSING = """\
-**Missing values.** The Bayesian and sparse GP-LVMs train on rows with missing
-cells as they are. The exact GP-LVM needs complete data: fill the missing
-cells with their column's mean (every row is kept, but the filled values are
-only averages), or drop the rows that have any missing cell."""
