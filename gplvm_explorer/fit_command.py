@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", default="pca", choices=INITS, help="initial latent points (default pca)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and inducing points (default 0)")
     p.add_argument("--label", metavar="COLUMN",
-                   help="name or 0-based index of a label column in a CSV/TSV/TXT file: left out of the model")
+                   help="name or 0-based index of a label column in a CSV/TSV/TXT/Parquet file: left out of the model")
     p.add_argument("--standardize", "--standardise", action="store_true",
                    help="scale every column to zero mean and unit variance first")
     p.add_argument("--missing", default="keep", choices=MISSING,

@@ -145,7 +145,7 @@ def effective_upload_limit() -> int:
 
 
 #: Extensions the app reads (the data layer's formats).
-UPLOAD_EXTENSIONS = (".csv", ".tsv", ".txt", ".npy", ".npz")
+UPLOAD_EXTENSIONS = (".csv", ".tsv", ".txt", ".npy", ".npz", ".parquet", ".pq")
 #: Bytes per websocket message of a chunked upload (base64: 4/3 of this).
 UPLOAD_CHUNK_BYTES = 4_000_000
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..text import plain, quote
 from .dataset import Dataset
 from .errors import DataError
+from .frames import PARQUET_FORMATS, PARQUET_MAGIC, parquet_columns, parse_parquet
 from .npfile import NPY_MAGIC, ZIP_MAGIC, parse_npy, parse_npz
 from .prepare import prepare
 from .textfile import decode_text, parse_text, read_header
@@ -36,7 +37,7 @@ def too_big_message(size: int, limit: int, *, upload: bool = True) -> str:
     )
 
 TEXT_FORMATS = ("csv", "tsv", "txt")
-FORMATS = TEXT_FORMATS + ("npy", "npz")
+FORMATS = TEXT_FORMATS + ("npy", "npz") + PARQUET_FORMATS
 
 
 def _format(filename: str | None, data: bytes) -> str:
@@ -47,12 +48,14 @@ def _format(filename: str | None, data: bytes) -> str:
         shown = quote("." + ext, 20) if ext else "no extension"
         raise DataError(
             f"Unsupported file type ({shown}) for {quote(Path(str(filename)).name)}. "
-            "Use CSV, TSV, TXT, NPY or NPZ (from a spreadsheet, save as CSV)."
+            "Use CSV, TSV, TXT, NPY, NPZ or Parquet (from a spreadsheet, save as CSV)."
         )
     if data.startswith(NPY_MAGIC):
         return "npy"
     if data.startswith(ZIP_MAGIC):
         return "npz"
+    if data.startswith(PARQUET_MAGIC):
+        return "parquet"
     return "csv"
 
 
@@ -106,10 +109,10 @@ def load_file(
 ) -> Dataset:
     """Load a user file (path or bytes) into a validated `Dataset`.
 
-    The format comes from ``filename``'s extension (csv, tsv, txt, npy, npz;
+    The format comes from ``filename``'s extension (csv, tsv, txt, npy, npz, parquet;
     for a path, its own name); bytes without a filename are sniffed.
     ``label_column`` (name or 0-based index, text files only) is split off as
-    labels; ``header`` forces header detection on/off; ``image_shape`` marks
+    labels (also in Parquet files); ``header`` forces header detection on/off; ``image_shape`` marks
     rows as (h, w) images. The remaining options are applied by `prepare`;
     by default rows with missing cells are kept (NaN, reported per column);
     ``missing="drop-rows"`` or ``"impute-mean"`` give a complete matrix
@@ -123,10 +126,12 @@ def load_file(
     fmt = _format(filename, data)
     if fmt in TEXT_FORMATS:
         raw = parse_text(data, fmt, label_column=label_column, header=header, limits=limits)
+    elif fmt in PARQUET_FORMATS:
+        raw = parse_parquet(data, label_column=label_column, limits=limits)
     else:
         if label_column is not None:
             raise DataError(
-                "A label column can only be chosen in CSV/TSV/TXT files; in an NPZ file, "
+                "A label column can only be chosen in CSV/TSV/TXT/Parquet files; in an NPZ file, "
                 "store the labels as an array named 'labels'."
             )
         raw = parse_npy(data, limits=limits) if fmt == "npy" else parse_npz(data, limits=limits)
@@ -159,6 +164,9 @@ def csv_columns(
     limits = Limits() if limits is None else limits
     data, filename = _read_source(source, filename, limits, head=1 << 16)
     fmt = _format(filename, data)
+    if fmt in PARQUET_FORMATS:  # the schema is at the end of the file: read it whole
+        data, _ = _read_source(source, filename, limits)
+        return parquet_columns(data)
     if fmt not in TEXT_FORMATS:
         return []
     text, _ = decode_text(data[: 1 << 16], partial=len(data) > 1 << 16)

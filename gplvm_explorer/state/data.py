@@ -113,7 +113,7 @@ class LoadedData(param.Parameterized):
             self.error = f"{filename or 'The file'} is empty."
             return False
         columns: list[str] = []
-        if str(filename).lower().endswith((".csv", ".tsv", ".txt")):
+        if str(filename).lower().endswith((".csv", ".tsv", ".txt", ".parquet", ".pq")):
             try:
                 columns = list(data_mod.csv_columns(content, filename))
             except Exception as exc:

@@ -70,7 +70,7 @@ class DataPanel(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             self.sample_select,
-            pn.pane.HTML("<div class='gx-or'>or upload CSV / TSV / NPY / NPZ</div>", margin=(0, 10),
+            pn.pane.HTML("<div class='gx-or'>or upload CSV / TSV / NPY / NPZ / Parquet</div>", margin=(0, 10),
                          stylesheets=[STYLESHEET]),
             self.file_input, self.label_select, self.standardize, self.error, self.summary, self.warnings,
             sizing_mode="stretch_width",
