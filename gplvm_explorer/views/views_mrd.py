@@ -29,7 +29,7 @@ tall bars in several views mark a *shared* dimension, a tall bar in one view a *
 latent map to see that point reconstructed in every view. Below, pick a row and a view to start from:
 the latent point is inferred from that view alone and the other view is predicted from it."""
 
-SHARED = 0.05  # relevance above this share of a view's largest counts as "used by the view"
+SHARED = 0.1  # relevance above this share of a view's largest counts as "used by the view"
 
 
 def _short(name: str) -> str:
