@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.events import Tap
+from bokeh.events import DoubleTap, Tap
 from bokeh.models import ColumnDataSource, HoverTool
 from holoviews.operation.datashader import datashade, dynspread
 
@@ -180,8 +180,10 @@ class LatentMap(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("index", "@index"), ("label", "@label")]))
         fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18, line_color="colour",
                     fill_alpha=0, line_width=2.5)
-        # a click goes straight to this handler, run by Bokeh under the document's lock
+        # a click goes straight to this handler, run by Bokeh under the document's lock; a second
+        # click soon after the first arrives as a double tap: it is a click at a new place all the same
         fig.on_event(Tap, self._on_tap)
+        fig.on_event(DoubleTap, self._on_tap)
 
     # ---- updates ---------------------------------------------------------------------------
     def _on_view(self, *events) -> None:
@@ -246,12 +248,12 @@ class LatentMap(pn.viewable.Viewer):
             return
         from panel.io.state import set_curdoc
 
-        doc = self.plot_document()
-        if doc is None:
-            self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
-            return
-        with set_curdoc(doc):
-            self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
+        try:
+            with set_curdoc(self.plot_document()):
+                self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
+        except Exception as exc:  # Bokeh would only log it: show it in the page too
+            logger.exception("Reconstruction at a click failed")
+            self.explorer.latent.error = f"Could not reconstruct at this point: {exc}"
 
     def plot_document(self):
         return self._hooked.document if self._hooked is not None else None
