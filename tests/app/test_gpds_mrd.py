@@ -53,7 +53,7 @@ def mrd_result():
 def test_catalog_entries_say_what_extra_inputs_and_view_they_need():
     assert spec("gpds").inputs == ("time",) and spec("gpds").panel == "dynamics"
     assert spec("mrd").inputs == ("views",) and spec("mrd").panel == "views"
-    assert all(s.inputs == () and s.panel == "" for k, s in CATALOG.items() if k not in ("gpds", "mrd"))
+    assert all(s.inputs == () and s.panel == "" for k, s in CATALOG.items() if k not in ("gpds", "mrd", "deep"))
     assert not spec("gpds").handles_missing and not spec("mrd").handles_missing
     cfg = ModelConfig(model="mrd", view_sizes=(100, 8), view_names=("image", "sensor"))
     assert "views=image (100) + sensor (8)" in cfg.describe()
