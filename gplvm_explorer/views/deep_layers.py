@@ -41,7 +41,7 @@ def _layer_title(index: int, count: int) -> str:
     if count == 1:
         return "Layer 1 (the only layer)"
     if index == 0:
-        return "Layer 1 (next to the data)"
+        return "Layer 1 (data side)"
     if index == count - 1:
         return f"Layer {index + 1} (top): click a point"
     return f"Layer {index + 1}"
@@ -85,7 +85,7 @@ class _LayerPlot:
         self.marker_src = ColumnDataSource({"x": [], "y": []})
         self.x_range, self.y_range = Range1d(-1, 1), Range1d(-1, 1)
         f = figure(title=_layer_title(index, count), width=300, height=290, x_range=self.x_range,
-                   y_range=self.y_range, tools="pan,wheel_zoom,reset,save", toolbar_location="above",
+                   y_range=self.y_range, tools="pan,wheel_zoom,reset,save", toolbar_location="right",
                    name=f"gx-deep-layer-{index}", match_aspect=False)
         f.image("image", x="x", y="y", dw="dw", dh="dh", source=self.image_src, color_mapper=self.mapper)
         f.scatter("x", "y", source=self.point_src, color="colour", size=5, line_color="white", line_width=0.4,
@@ -106,8 +106,9 @@ class _LayerPlot:
 
     def show(self, layer, colours, labels, count: int) -> None:
         xd, yd = layer.dims
-        ydim = f"x{yd + 1}" if yd is not None else "0"
-        self.fig.title.text = f"{_layer_title(self.index, count)} · x{xd + 1} vs {ydim}"
+        self.fig.title.text = _layer_title(self.index, count)
+        self.fig.xaxis.axis_label = f"x{xd + 1}"
+        self.fig.yaxis.axis_label = f"x{yd + 1}" if yd is not None else ""
         x0, y0, x1, y1 = layer.extent
         self.x_range.update(start=x0, end=x1)
         self.y_range.update(start=y0, end=y1)

@@ -1,0 +1,94 @@
+"""The deep GP in a real browser: a 2-layer model on a bundled sample shows one latent map per layer.
+
+Screenshot: test-artifacts/e2e/deep-layers.png.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(300),
+    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
+]
+
+READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+
+JS = """
+window.__gd = {
+  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
+  named(prefix) {
+    const out = [];
+    for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
+      if (v.model && typeof v.model.name === 'string' && v.model.name.startsWith(prefix) && v.frame) out.push(v);
+    }
+    return out;
+  },
+  points() {  // per layer: the number of points drawn
+    const out = [];
+    for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+      const d = m.data;
+      if (!d || m.selected === undefined) continue;
+      const get = (c) => d instanceof Map ? d.get(c) : d[c];
+      if (get('row') !== undefined && get('colour') !== undefined) out.push(Array.from(get('x')).length);
+    }
+    return out;
+  },
+};
+"""
+
+
+def poll(fn, timeout=20.0, every=0.25):
+    deadline = time.monotonic() + timeout
+    value = fn()
+    while not value and time.monotonic() < deadline:
+        time.sleep(every)
+        value = fn()
+    return value
+
+
+def test_two_layer_deep_gp_shows_one_latent_map_per_layer(page, served_app, artifacts):
+    page.goto(served_app)
+    page.wait_for_function(READY, timeout=120_000)
+    page.evaluate(JS)
+    page.get_by_label("Data set (bundled sample or your file)").select_option(label="Three-phase flow (synthetic, 12-D)")
+    page.get_by_label("Model", exact=True).select_option(label="Deep GP (stacked Bayesian GP-LVMs)")
+    layers = page.get_by_label("Layer dims, data side first (e.g. 5, 2)")
+    layers.wait_for(state="visible", timeout=20_000)
+    layers.fill("4, 2")
+    layers.press("Enter")
+    for label, value in (("Iterations", 6), ("Inducing points M", 10)):
+        box = page.get_by_label(label)
+        box.fill(str(value))
+        box.press("Enter")
+    button = page.get_by_role("button", name="▶ Train", exact=True)
+    assert poll(button.is_enabled, timeout=20), "Train stayed disabled"
+    button.click()
+    page.get_by_text(re.compile(r"Finished after")).first.wait_for(state="visible", timeout=150_000)
+
+    view = page.locator(".gx-deep").first
+    view.wait_for(state="visible", timeout=30_000)
+    maps = poll(lambda: page.evaluate("__gd.named('gx-deep-layer-').length") == 2 or None, timeout=20)
+    assert maps, "expected one latent map per layer"
+    counts = poll(lambda: (c := page.evaluate("__gd.points()")) and len(c) == 2 and all(n > 0 for n in c) and c,
+                  timeout=20)
+    assert counts and counts[0] == counts[1], counts
+    assert page.evaluate("__gd.named('gx-deep-ard-').length") == 2
+
+    # click a point of the top layer: its row is followed down and reconstructed
+    view.scroll_into_view_if_needed()
+    pos = page.evaluate(
+        """() => { const v = __gd.named('gx-deep-layer-1')[0];
+             const src = v.model.renderers.map(r => r.data_source).find(s => {
+               const d = s.data; return (d instanceof Map ? d.get('row') : d.row) !== undefined; });
+             const d = src.data, get = (c) => Array.from(d instanceof Map ? d.get(c) : d[c]);
+             const x = get('x')[0], y = get('y')[0], r = v.canvas_view.el.getBoundingClientRect();
+             return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }""")
+    page.mouse.click(pos[0], pos[1])
+    page.get_by_text(re.compile(r"^Row \d+, from the top down")).first.wait_for(state="visible", timeout=20_000)
+    time.sleep(0.6)
+    view.screenshot(path=str(artifacts / "deep-layers.png"))
+    page.screenshot(path=str(artifacts / "deep-page.png"), full_page=True)
