@@ -33,6 +33,7 @@ __all__ = [
     "format_bytes",
     "parse_layer_dims",
     "spec",
+    "suggestion",
     "view_split",
 ]
 
@@ -45,7 +46,9 @@ KERNELS = {
     "mlp": "MLP",
 }
 INITS = {"pca": "PCA", "random": "Random", "isomap": "Isomap"}
-OPTIMIZERS = {"lbfgs": "L-BFGS-B", "scg": "Scaled conjugate gradients", "adam": "Adam"}
+OPTIMIZERS = {"lbfgs": "L-BFGS-B", "scg": "Scaled conjugate gradients", "adam": "Adam",
+              "svi": "Stochastic (SVI, minibatches)"}
+FULL_BATCH = ("lbfgs", "scg", "adam")  # optimisers of the models that see all rows per iteration
 
 try:  # the engine states how many points Isomap accepts
     from engine.init import ISOMAP_MAX_POINTS
@@ -75,6 +78,7 @@ class ModelConfig:
     view_sizes: tuple | None = None  # "views": columns per view, the data's columns in view order
     view_names: tuple | None = None  # one name per view, for describe() and the views' panels
     layer_dims: tuple | None = None  # "layers": latent dims of each layer from the data side up (deep GP)
+    batch_size: int = 256  # rows per iteration of the models trained by minibatches (ModelSpec.minibatch)
 
     @property
     def spec(self) -> "ModelSpec":
@@ -93,6 +97,8 @@ class ModelConfig:
             parts[-1] = "layers=" + ", ".join(str(q) for q in self.layer_dims) + " (data side first)"
         if s.uses_inducing:
             parts.append(f"M={self.num_inducing}")
+        if s.minibatch:
+            parts.append(f"batch={self.batch_size}")
         if "time" in s.inputs:
             parts.append(f"time={self.time_name or 'row order'}")
         if "views" in s.inputs and self.view_sizes:
@@ -141,6 +147,30 @@ class ModelSpec:
     inputs: tuple = ()  # "time", "views"
     panel: str = ""  # "dynamics", "views"
     builder: Callable | None = field(default=None, repr=False)
+    optimizers: tuple = FULL_BATCH  # what it can be trained with (the first is its default)
+    minibatch: bool = False  # an iteration is one minibatch of ModelConfig.batch_size rows (progress in epochs)
+    comfortable: Cost | None = None  # beyond this cost per iteration, propose ``scales_to``
+    scales_to: str = ""  # key of the model to propose for data beyond ``comfortable``
+
+    def comfortable_rows(self, d: int, q: int, m: int) -> int | None:
+        """The most rows this model trains comfortably (its cost within ``comfortable``); None: no limit."""
+        if self.comfortable is None:
+            return None
+
+        def fits(n):
+            c = self.cost(n, d, q, m)
+            return (c.memory_bytes <= self.comfortable.memory_bytes
+                    and c.seconds_per_iteration <= self.comfortable.seconds_per_iteration)
+
+        if not fits(1):
+            return 0
+        lo, hi = 1, 2
+        while fits(hi) and hi < 10 ** 12:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:  # costs grow with N: bisect
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return lo
 
     def cost(self, n: int, d: int, q: int, m: int) -> Cost:
         m = m if self.uses_inducing else 0
@@ -276,6 +306,29 @@ def _build_deep(Y, config: ModelConfig):
     return engine.DeepGP(Y, layer_dims=dims, num_inducing=M, kernels=kernels, init=config.init, seed=seed, X=X)
 
 
+_SVI_BATCH = 256  # the default minibatch, for the cost per iteration
+
+
+def _svi_memory(n, d, q, m):
+    # the data stay where they are (a memory-mapped file is read a minibatch at a time); per row q(x_n)
+    # (means, variances), their packed copy and a snapshot; per iteration a minibatch and its Psi1;
+    # q(u): M x D means and an M x M factor
+    b = min(n, _SVI_BATCH)
+    return _BYTES * (8 * n * q + 3 * b * d + 4 * b * m + 4 * m * d + 12 * m * m) + 50e6
+
+
+def _build_svi(Y, config: ModelConfig):
+    import engine
+
+    return engine.StochasticBayesianGPLVM(Y, int(config.latent_dim), num_inducing=int(config.num_inducing),
+                                          batch_size=int(config.batch_size), kernel=_build_kernel(config),
+                                          init=config.init, seed=int(config.seed))
+
+
+#: Where the collapsed models stop being comfortable: about a second or 2 GB per iteration.
+_COMFORTABLE = Cost(memory_bytes=2e9, seconds_per_iteration=1.0)
+
+
 def _exact_memory(n, d, q, m):
     # K, its Cholesky factor and dL/dK are N x N; plus data and optimiser history
     return _BYTES * (4 * n * n + 3 * n * d + 110 * n * q) + 50e6
@@ -289,14 +342,23 @@ CATALOG: dict[str, ModelSpec] = {
             engine_class="BayesianGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
             uncertain_latents=True, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
-            handles_missing=True,
+            handles_missing=True, comfortable=_COMFORTABLE, scales_to="svi",
         ),
         ModelSpec(
             key="sparse", display_name="Sparse GP-LVM", objective_name="ELBO",
             engine_class="SparseGPLVM", kernels=("rbf", "linear"), uses_inducing=True,
             uncertain_latents=False, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: 0.5 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
-            handles_missing=True,
+            handles_missing=True, comfortable=_COMFORTABLE, scales_to="svi",
+        ),
+        ModelSpec(
+            key="svi", display_name="Bayesian GP-LVM, stochastic (SVI: minibatches, big data)",
+            objective_name="ELBO", engine_class="StochasticBayesianGPLVM", kernels=("rbf", "linear"),
+            uses_inducing=True, uncertain_latents=True, memory=_svi_memory,
+            # one minibatch per iteration: the cost does not grow with N
+            seconds=lambda n, d, q, m: 3 * _COLLAPSED_RATE * min(n, _SVI_BATCH) * max(m, 1) ** 2 * q
+            + 3e-7 * min(n, _SVI_BATCH) * d,
+            builder=_build_svi, optimizers=("svi",), minibatch=True,
         ),
         ModelSpec(
             key="gplvm", display_name="GP-LVM (exact)", objective_name="log-likelihood",
@@ -340,6 +402,15 @@ def spec(key: str) -> ModelSpec:
         return CATALOG[key]
     except KeyError:
         raise ValueError(f"Expected a model in {sorted(CATALOG)}, got {key!r} instead.") from None
+
+
+def suggestion(config: ModelConfig, n: int, d: int) -> str:
+    """Key of the model to propose instead of ``config.model`` for ``n`` rows (``""``: none)."""
+    s = CATALOG.get(config.model)
+    if s is None or not s.scales_to or s.scales_to not in CATALOG:
+        return ""
+    rows = s.comfortable_rows(d, int(config.latent_dim), int(config.num_inducing))
+    return s.scales_to if rows is not None and n > rows else ""
 
 
 def _build_kernel(config: ModelConfig):
@@ -432,6 +503,11 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
     if config.kernel not in s.kernels:
         allowed = ", ".join(KERNELS[k] for k in s.kernels)
         errors.append(f"The {s.display_name} needs closed-form kernel expectations; choose one of: {allowed}.")
+    if config.optimizer not in s.optimizers:
+        allowed = ", ".join(OPTIMIZERS[o] for o in s.optimizers)
+        errors.append(f"The {s.display_name} trains with: {allowed}.")
+    if s.minibatch and config.batch_size < 1:
+        errors.append("The minibatch needs at least 1 row.")
     if config.latent_dim < 1:
         errors.append("The latent dimensionality Q must be at least 1.")
     if "layers" in s.inputs and not config.layer_dims:
@@ -452,6 +528,13 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
     cost = s.config_cost(config, n, d)
     budget = budget or Budget.from_env()
     instead = s.cheaper or "fewer inducing points M, a smaller Q, or a subsample of the data"
+    bigger = suggestion(config, n, d)
+    if bigger:
+        instead = f"the {spec(bigger).display_name}, or {instead}"
+        rows = s.comfortable_rows(d, int(config.latent_dim), int(config.num_inducing))
+        notes.append(f"{n:,} rows is more than the {s.display_name} handles comfortably (about {rows:,} rows "
+                     f"here). Proposed: the {spec(bigger).display_name}; it trains on minibatches, so its "
+                     "time per iteration does not grow with the number of rows.")
     if cost.memory_bytes > budget.memory_bytes:
         errors.append(
             f"Too big for this server: the {s.display_name} on N={n} points needs about "
