@@ -31,6 +31,8 @@ class ModelSettings(param.Parameterized):
     optimizer = param.Selector(default="lbfgs", objects=list(OPTIMIZERS))
     max_iters = param.Integer(default=300, bounds=(1, 100000))
     seed = param.Integer(default=0, bounds=(0, None))
+    batch_size = param.Integer(default=256, bounds=(1, 100000), doc="Rows per iteration (minibatch models).")
+    suggestion = param.String(default="", doc="Key of a model the catalog proposes for these data (or '').")
     layers = param.String(default="5, 2", doc="Each layer's latent dims, data side first (models with layers).")
     errors = param.List(default=["Load data first."])
     notes = param.List(default=[])
@@ -42,7 +44,7 @@ class ModelSettings(param.Parameterized):
         self._shape: tuple[int, int] | None = None
         self._adjusting = False
         self.param.watch(self._on_change, ["model", "kernel", "bias", "white", "latent_dim", "num_inducing",
-                                           "init", "optimizer", "max_iters", "seed", "layers"])
+                                           "init", "optimizer", "max_iters", "seed", "layers", "batch_size"])
 
     @property
     def spec(self) -> catalog.ModelSpec:
@@ -67,7 +69,7 @@ class ModelSettings(param.Parameterized):
         return ModelConfig(model=self.model, kernel=self.kernel, bias=bool(self.bias), white=bool(self.white),
                            latent_dim=latent_dim, num_inducing=int(self.num_inducing), init=self.init,
                            optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed),
-                           layer_dims=layer_dims)
+                           layer_dims=layer_dims, batch_size=int(self.batch_size))
 
     def set_data_shape(self, n: int, d: int) -> None:
         self._shape = (int(n), int(d))
@@ -81,6 +83,7 @@ class ModelSettings(param.Parameterized):
             self.errors = ["Load data first."]
             return False
         errors, notes = catalog.check(self.config(), *self._shape, budget=self.budget)
+        self.suggestion = catalog.suggestion(self.config(), *self._shape)
         if "layers" in self.spec.inputs:
             try:
                 self.layer_dims()
@@ -103,4 +106,10 @@ class ModelSettings(param.Parameterized):
                 self._adjusting = False
             notes.append(f"{old} has no closed-form expectations in the {self.spec.display_name}; "
                          f"switched to {KERNELS[self.kernel]}.")
+        if event.name == "model" and self.optimizer not in self.spec.optimizers:
+            self._adjusting = True
+            try:
+                self.optimizer = self.spec.optimizers[0]
+            finally:
+                self._adjusting = False
         self.validate(notes)
