@@ -6,7 +6,7 @@ import param
 
 from ..explorer import Explorer
 from ..state.model_inputs import MAX_VIEWS
-from .common import SMALL_MD, escape, plain
+from .common import SMALL_MD, escape
 
 
 #: A view of an image has hundreds of columns: its chosen columns scroll in a box of their own.
@@ -62,7 +62,8 @@ class ModelInputsPanel(pn.viewable.Viewer):
         if len(self._widgets) != len(views) or not events or "dataset" in names:
             self._widgets = []
             for v in range(len(views)):
-                w = pn.widgets.MultiChoice(label="", options={plain(c, 60): c for c in cols}, value=[],
+                # MultiChoice (Choices.js) renders option labels as HTML: escaped labels, raw values
+                w = pn.widgets.MultiChoice(label="", options={escape(c, 60): c for c in cols}, value=[],
                                            sizing_mode="stretch_width", max_items=None,
                                            css_classes=[f"gx-view-{v}"], stylesheets=[_SCROLL])
                 w.param.watch(lambda e, v=v: self._on_view(v, e), "value")
