@@ -127,6 +127,7 @@ class ProgressEvent:
     objective: float
     elapsed: float
     evaluations: int
+    epoch: float = 0.0  # passes over the rows so far (minibatch models); 0 for the others
 
 
 @dataclass(frozen=True)
@@ -380,6 +381,13 @@ class TrainingJob:
             events, self._events = self._events, []
         return events
 
+    def epochs(self, iteration: int) -> float:
+        """Passes over the rows after ``iteration`` iterations (minibatch models; 0 for the others)."""
+        if not self.config.spec.minibatch:
+            return 0.0
+        n = max(1, int(np.shape(self._Y)[0]))
+        return float(iteration) * min(max(1, int(self.config.batch_size)), n) / n
+
     # ---- internals ---------------------------------------------------------------------
     def _next_seq(self) -> int:
         self._seq += 1
@@ -391,7 +399,8 @@ class TrainingJob:
         it, obj, elapsed, evals = self._latest if self._latest is not None else (0, np.nan, 0.0, 0)
         self._events.append(ProgressEvent(
             self.run_id, self._next_seq(), np.asarray(self._trace_it, dtype=float),
-            np.asarray(self._trace_obj, dtype=float), int(it), float(obj), float(elapsed), int(evals)))
+            np.asarray(self._trace_obj, dtype=float), int(it), float(obj), float(elapsed), int(evals),
+            epoch=self.epochs(it)))
         self._trace_it, self._trace_obj, self._latest = [], [], None
 
     def _status_locked(self, status: Status, message: str = "", position: int = 0, details: str = "") -> None:
