@@ -121,6 +121,11 @@ class ModelPanel(pn.viewable.Viewer):
         if self.kernel.value != s.kernel:
             self.kernel.value = s.kernel
         self.num_inducing.visible = s.spec.uses_inducing
+        optimizers = {OPTIMIZERS[o]: o for o in s.spec.optimizers}
+        if set(self.optimizer.options.values()) != set(optimizers.values()):
+            self.optimizer.options = optimizers
+        if self.optimizer.value != s.optimizer:
+            self.optimizer.value = s.optimizer
         self.latent_dim.visible = "layers" not in s.spec.inputs  # models with layers give their dims as text
         self.notes.object = _alert_text(" ".join(s.notes))
         self.notes.visible = bool(s.notes)
@@ -200,6 +205,16 @@ def _duration(seconds: float) -> str:
     return f"{m:d}:{s:02d}"
 
 
+def _epochs(tr) -> tuple[float, float] | None:
+    """(epochs done, epochs in all) of a minibatch model's run, else None."""
+    cfg, ds = tr.config, tr.dataset
+    if cfg is None or ds is None or not cfg.spec.minibatch:
+        return None
+    n = max(1, int(ds.n))
+    per = min(max(1, int(cfg.batch_size)), n) / n
+    return tr.iteration * per, tr.max_iters * per
+
+
 def progress_text(tr) -> str:
     """One line about the run (plain text)."""
     st = tr.status
@@ -214,12 +229,21 @@ def progress_text(tr) -> str:
         word = "Finished" if st == "finished" else "Stopped"
         if tr.iteration == 0 and tr.objective is None:
             return f"{word} before the first iteration."
-        return (f"{word} after {tr.iteration} iterations · {name} {_fmt(tr.objective)} · {tr.rate:.1f} it/s · "
+        epochs = _epochs(tr)
+        passes = f" ({epochs[0]:.2f} epochs)" if epochs is not None else ""
+        return (f"{word} after {tr.iteration} iterations{passes} · {name} {_fmt(tr.objective)} · {tr.rate:.1f} it/s · "
                 f"{_duration(tr.elapsed)}")
     if st == "failed":
         return "Training failed; the page stays usable. Change the settings and train again."
     if tr.objective is None:
         return "Training… waiting for the first evaluation."
+    epochs = _epochs(tr)
+    if epochs is not None:  # minibatch models: passes over the rows, and the time left
+        done, total = epochs
+        left = (tr.max_iters - tr.iteration) / tr.rate if tr.rate > 0 else None
+        eta = f"ETA {_duration(left)}" if left is not None else "ETA –"
+        return (f"Epoch {done:.2f} / {total:.2f} (iteration {tr.iteration} / {tr.max_iters}) · {name} "
+                f"(minibatch estimate) {_fmt(tr.objective)} · {eta} · {_duration(tr.elapsed)} elapsed")
     return (f"Iteration {tr.iteration} / {tr.max_iters} · {name} {_fmt(tr.objective)} · {tr.rate:.1f} it/s · "
             f"{_duration(tr.elapsed)} elapsed")
 
