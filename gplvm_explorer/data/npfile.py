@@ -309,3 +309,19 @@ def _load_views(keys, load, limits: Limits):
     values = np.hstack(parts)
     limits.check_shape(*values.shape)
     return values, values, tuple(groups)
+
+
+def map_npy(path) -> np.memmap | None:
+    """A 2-D array of real numbers in an ``.npy`` file, memory-mapped read-only (never copied).
+
+    ``np.load(path, mmap_mode="r")``: rows are read from disk when they are
+    used, so a minibatch model can train on a file larger than memory.  None
+    when the file is not such an array (the normal loader says why).
+    """
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(arr, np.memmap) or arr.ndim != 2 or arr.dtype.kind not in "biuf" or arr.shape[1] < 2:
+        return None
+    return arr
