@@ -17,6 +17,7 @@ from .catalog import Budget
 from .dispatch import Dispatcher
 from .export import summary_text
 from .data import DataError
+from .data.mapped import training_dataset
 from .state.data import LoadedData
 from .state.deep import DeepLayers
 from .state.imputation import ImputedValues, MissingValues
@@ -86,6 +87,8 @@ class Explorer(param.Parameterized):
         except ValueError as exc:
             tr.message, tr.message_kind = str(exc), "danger"
             return False
+        # a minibatch model reads the command-line .npy file memory-mapped, never copied
+        ds = training_dataset(ds, self.settings.spec)
         return tr.start(ds, config)
 
     def close(self) -> None:
