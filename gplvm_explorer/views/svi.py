@@ -1,0 +1,59 @@
+"""Minibatch models in the Model card: the minibatch size, and the catalog's proposal for big data.
+
+* the minibatch size, shown for models whose catalog entry trains by
+  minibatches (``ModelSpec.minibatch``);
+* when the data are beyond what the chosen model handles comfortably (its
+  catalog entry's ``comfortable`` cost), a visible proposal of the model the
+  catalog names (``scales_to``) with a button that switches to it.
+"""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from ..catalog import spec as model_spec
+from ..explorer import Explorer
+from .common import MUTED_MD, escape
+
+
+class MinibatchPanel(pn.viewable.Viewer):
+    explorer = param.ClassSelector(class_=Explorer)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.explorer.settings
+        self.batch = pn.widgets.IntInput.from_param(s.param.batch_size, label="Minibatch (rows per iteration)",
+                                                    sizing_mode="stretch_width", css_classes=["gx-batch"])
+        self.batch_note = pn.pane.HTML(escape("One iteration is one minibatch; an epoch is one pass over all rows. "
+                                              "The objective shown while training is the minibatch estimate."),
+                                       sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10))
+        self.proposal = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width",
+                                      css_classes=["gx-suggestion"])
+        self.switch = pn.widgets.Button(label="Use the proposed model", color="warning", visible=False,
+                                        sizing_mode="stretch_width", css_classes=["gx-suggestion-use"])
+        self.switch.on_click(self._on_switch)
+        s.param.watch(self._refresh, ["model", "suggestion", "locked"])
+        self._refresh()
+
+    def _on_switch(self, event):
+        s = self.explorer.settings
+        if s.suggestion and not s.locked:
+            s.model = s.suggestion
+
+    def _refresh(self, *events):
+        s = self.explorer.settings
+        minibatch = s.spec.minibatch
+        self.batch.visible = self.batch_note.visible = minibatch
+        self.batch.disabled = s.locked
+        key = s.suggestion
+        if key:
+            ds = self.explorer.data.dataset
+            rows = f"{ds.n:,} rows" if ds is not None else "many rows"
+            self.proposal.object = escape(
+                f"Big data: {rows}. Proposed model: {model_spec(key).display_name}. It trains on "
+                "minibatches of rows, so an iteration costs the same whatever the number of rows.", 400)
+        self.proposal.visible = self.switch.visible = bool(key)
+        self.switch.disabled = s.locked
+
+    def __panel__(self):
+        return pn.Column(self.proposal, self.switch, self.batch, self.batch_note, sizing_mode="stretch_width")
