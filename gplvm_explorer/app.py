@@ -36,6 +36,7 @@ from gplvm_explorer.views.common import title_with_help
 from gplvm_explorer.views.deep_layers import DeepLayersInput, DeepLayersView
 from gplvm_explorer.views.dynamics import DynamicsView
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
+from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,8 @@ def create_app(**explorer_options):
 
     sidebar = [
         card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
-        card(pn.Column(ModelPanel(explorer=ex), ModelInputsPanel(explorer=ex), DeepLayersInput(explorer=ex),
+        card(pn.Column(ModelPanel(explorer=ex), MinibatchPanel(explorer=ex), ModelInputsPanel(explorer=ex),
+                       DeepLayersInput(explorer=ex),
                        MissingDataChoice(explorer=ex),
                        sizing_mode="stretch_width"),
              "2 · Model", help_texts.MODEL),
