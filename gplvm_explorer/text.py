@@ -9,6 +9,8 @@ rendering site picks the helper for its context:
 where the string goes                  helper
 =====================================  ========================================
 Markdown pane, Alert, HTML pane/Div    ``escape(s)`` (or ``markdown_list``)
+MultiChoice option *labels*            ``escape(s)`` -- Choices.js renders them
+                                       as HTML (keep the raw string as value)
 Bokeh title / axis / tick label,       ``plain(s)`` -- these are drawn as text,
 widget label, option, TextInput value  an HTML entity would show literally
 Bokeh hover tooltip ``@field``         the field value as ``plain(s)``; never
