@@ -107,7 +107,7 @@ class MultiViewView(pn.viewable.Viewer):
         self.click_text = pn.pane.HTML(escape("Click the latent map to reconstruct that point in every view."),
                                        sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                        css_classes=["gx-views-click"])
-        self.click_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-views-recon"])
+        self.click_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-views-recon"], visible=False)
         self.row = pn.widgets.IntInput(label="Row", value=0, start=0, width=90)
         self.source = pn.widgets.Select(label="From view", options={}, width=140)
         self.target = pn.widgets.Select(label="Predict view", options={}, width=140)
@@ -145,6 +145,8 @@ class MultiViewView(pn.viewable.Viewer):
             self.source.options, self.target.options = opts, opts
             self._click_plots = [_ViewPlot(v.name, v.image_shape, v.feature_names, "click", v.name) for v in layout]
             self.click_row.objects = [p.pane for p in self._click_plots]
+            self.click_row.visible = False  # empty plots until a click
+            self.click_text.object = escape("Click the latent map to reconstruct that point in every view.")
             self.cross_row.objects = []
         self.source.value, self.target.value = mv.source, mv.target
         self.row.end = max(0, r.dataset.n - 1) if r.dataset is not None else 0
@@ -195,6 +197,7 @@ class MultiViewView(pn.viewable.Viewer):
         nears = split(rec.nearest_values, mv.layout)
         for p, v, m, s, nv in zip(self._click_plots, mv.layout, means, stds, nears):
             p.show(m, s, nv, title=f"{v.name}: predicted")
+        self.click_row.visible = True
         self.click_text.object = escape(
             f"At the clicked latent point (dashed: nearest training row #{rec.nearest_index}).")
 
