@@ -291,6 +291,8 @@ def _hostile_csv() -> bytes:
         note = PAYLOADS[i % len(PAYLOADS)]
         lab = labels[i % len(labels)]
         cells = [f"{v:.4f}" for v in vals] + ['"' + note.replace('"', '""') + '"', '"' + lab.replace('"', '""') + '"']
+        if i % 5 == 0:  # missing cells: the imputed-values view lists the hostile column names
+            cells[i % 3] = ""
         lines.append(",".join(cells))
     return ("\n".join(lines) + "\n").encode()
 
