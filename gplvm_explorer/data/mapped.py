@@ -56,4 +56,8 @@ def training_dataset(ds, spec):
     if mapped is None or not _same_rows(ds, mapped):
         return ds
     logger.info("Training on %s memory-mapped (%d x %d)", path.name, *mapped.shape)
-    return ds.replace(values=mapped)
+    # Dataset() would turn the values into a plain in-memory array; they were validated when the
+    # file was loaded and are the same numbers, so the copy takes the mapped file as it is
+    out = ds.replace()
+    object.__setattr__(out, "values", mapped)
+    return out
