@@ -1,0 +1,176 @@
+"""The SVI model in the app: catalog entry, the big-data proposal, memory-mapped command-line files, epochs.
+
+Fits are tiny: these check the plumbing, not the model's quality (tests/engine and benchmarks/ do that).
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from gplvm_explorer import serving
+from gplvm_explorer.catalog import CATALOG, ModelConfig, check, spec, suggestion
+from gplvm_explorer.data import Dataset
+from gplvm_explorer.data.mapped import training_dataset
+from gplvm_explorer.data.npfile import map_npy
+from gplvm_explorer.explorer import Explorer
+from gplvm_explorer.state.settings import ModelSettings
+from gplvm_explorer.training.worker import Limiter, ProgressEvent, ResultEvent, StatusEvent, Status, TrainingJob
+from gplvm_explorer.views.controls import progress_text
+from gplvm_explorer.views.svi import MinibatchPanel
+
+
+def _blobs(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    return np.tanh(X @ rng.standard_normal((2, d))) + 0.05 * rng.standard_normal((n, d))
+
+
+# ---- catalog --------------------------------------------------------------------------------------
+def test_catalog_entry_trains_by_minibatches_with_its_own_optimiser():
+    s = spec("svi")
+    assert s.objective_name == "ELBO" and s.minibatch and s.optimizers == ("svi",)
+    assert s.uses_inducing and s.uncertain_latents and s.engine_class == "StochasticBayesianGPLVM"
+    # the cost of an iteration does not grow with the number of rows
+    assert s.cost(10**4, 12, 5, 30).seconds_per_iteration == s.cost(10**7, 12, 5, 30).seconds_per_iteration
+    assert "batch=128" in ModelConfig(model="svi", optimizer="svi", batch_size=128).describe()
+    errors, _ = check(ModelConfig(model="svi", optimizer="lbfgs"), 1000, 12)
+    assert errors and "trains with" in errors[0]
+    errors, _ = check(ModelConfig(model="bayesian", optimizer="svi"), 1000, 12)
+    assert errors
+    # the full-batch models keep their optimisers
+    assert all("svi" not in m.optimizers for k, m in CATALOG.items() if not m.minibatch)
+
+
+def test_collapsed_entry_says_where_it_stops_being_comfortable():
+    s = spec("bayesian")
+    rows = s.comfortable_rows(12, 5, 30)
+    assert 10**4 < rows < 10**6
+    c = s.cost(rows, 12, 5, 30)
+    assert c.seconds_per_iteration <= s.comfortable.seconds_per_iteration
+    assert c.memory_bytes <= s.comfortable.memory_bytes
+    cfg = ModelConfig()
+    assert suggestion(cfg, rows + 1, 12) == "svi"
+    assert suggestion(cfg, rows, 12) == ""
+    assert suggestion(ModelConfig(model="svi", optimizer="svi"), 10**7, 12) == ""
+
+
+# ---- the proposal -----------------------------------------------------------------------------------
+def _explorer_with(values, name="big.npy"):
+    ex = Explorer(limiter=Limiter(1))
+    ds = Dataset(values=values, name=name, feature_names=[f"x{j + 1}" for j in range(values.shape[1])])
+    assert ex.data.load_given(lambda label, standardize: ds, name)
+    return ex
+
+
+def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
+    rows = spec("bayesian").comfortable_rows(3, 5, 30)
+    big = _explorer_with(np.zeros((rows + 1000, 3)))
+    panel = MinibatchPanel(explorer=big)
+    assert big.settings.suggestion == "svi"
+    assert panel.proposal.visible and panel.switch.visible
+    assert any("Proposed" in n for n in big.settings.notes)
+    panel.switch.clicks += 1  # "Use the proposed model"
+    assert big.settings.model == "svi" and big.settings.optimizer == "svi"
+    assert big.settings.suggestion == "" and not panel.proposal.visible and panel.batch.visible
+    big.close()
+
+    small = _explorer_with(_blobs(500, 3))
+    panel = MinibatchPanel(explorer=small)
+    assert small.settings.suggestion == "" and not panel.proposal.visible
+    assert not any("Proposed" in n for n in small.settings.notes)
+    small.close()
+
+
+def test_settings_switch_optimiser_with_the_model():
+    s = ModelSettings()
+    s.set_data_shape(1000, 6)
+    s.model = "svi"
+    assert s.optimizer == "svi" and s.errors == []
+    s.model = "sparse"
+    assert s.optimizer == "lbfgs" and s.errors == []
+
+
+# ---- memory-mapped command-line files ------------------------------------------------------------------
+@pytest.fixture
+def npy_on_command_line(tmp_path, monkeypatch):
+    path = tmp_path / "big.npy"
+    np.save(path, _blobs(1200, 6))
+    monkeypatch.setenv(serving.PRELOAD_ENV, str(path))
+    serving._load_preloaded.cache_clear()
+    yield path
+    serving._load_preloaded.cache_clear()
+
+
+def _cli_explorer(built):
+    def build(Y, cfg):
+        built.append(Y)
+        return cfg.spec.build(Y, cfg)
+
+    ex = Explorer(limiter=Limiter(1), build=build)
+    loader = lambda label, standardize: serving.preloaded_dataset(label_column=label, standardize=standardize)  # noqa: E731
+    assert ex.data.load_given(loader, "big.npy")
+    ex.settings.num_inducing = 10
+    ex.settings.latent_dim = 2
+    ex.settings.max_iters = 3
+    return ex
+
+
+def test_command_line_npy_is_memory_mapped_for_the_svi_model(npy_on_command_line):
+    assert isinstance(map_npy(npy_on_command_line), np.memmap)
+    built = []
+    ex = _cli_explorer(built)
+    ex.settings.model = "svi"
+    ex.settings.batch_size = 100
+    assert ex.train(), ex.training.message
+    assert ex.training.join(120)
+    ex.training.pump()
+    assert ex.training.status == "finished", ex.training.message
+    assert isinstance(built[-1], np.memmap)
+    assert isinstance(ex.training.dataset.values, np.memmap)
+    assert not ex.training.dataset.values.flags.writeable
+    # the collapsed model trains on the dataset's array, not the mapped file
+    ex.settings.model = "sparse"
+    assert ex.train(), ex.training.message
+    assert ex.training.join(120)
+    assert not isinstance(built[-1], np.memmap)
+    ex.close()
+
+
+def test_a_changed_dataset_is_not_mapped(npy_on_command_line):
+    ds = serving.preloaded_dataset(standardize=True)
+    assert training_dataset(ds, spec("svi")) is ds  # standardised: not the file's values
+    ds = serving.preloaded_dataset()
+    assert isinstance(training_dataset(ds, spec("svi")).values, np.memmap)
+    assert training_dataset(ds, spec("bayesian")) is ds
+    assert map_npy(npy_on_command_line.with_suffix(".missing.npy")) is None
+
+
+# ---- epochs ----------------------------------------------------------------------------------------------
+def test_svi_training_in_the_worker_reports_epochs():
+    Y = _blobs(1000, 5)
+    cfg = ModelConfig(model="svi", optimizer="svi", latent_dim=2, num_inducing=10, max_iters=25, batch_size=100)
+    job = TrainingJob(1, Y, cfg, limiter=Limiter(1), publish_interval=1e9)
+    job.start()
+    assert job.join(120)
+    events = job.drain()
+    assert [e.status for e in events if isinstance(e, StatusEvent)][-1] == Status.FINISHED
+    progress = [e for e in events if isinstance(e, ProgressEvent)]
+    assert progress and progress[-1].iteration == 25
+    assert progress[-1].epoch == pytest.approx(2.5)
+    assert all(e.epoch == pytest.approx(e.iteration * 0.1) for e in progress)
+    assert isinstance([e for e in events if isinstance(e, ResultEvent)][-1].result.model.data, np.ndarray)
+
+
+def test_progress_text_shows_epochs_and_an_eta():
+    cfg = ModelConfig(model="svi", optimizer="svi", batch_size=100)
+    tr = types.SimpleNamespace(status="running", objective_name="ELBO", objective=-1234.5, iteration=30,
+                               max_iters=300, elapsed=10.0, rate=3.0, config=cfg,
+                               dataset=types.SimpleNamespace(n=1000))
+    text = progress_text(tr)
+    assert "Epoch 3.00 / 30.00" in text and "ETA 1:30" in text
+    tr.status = "finished"
+    assert "(3.00 epochs)" in progress_text(tr)
+    tr.config, tr.status = ModelConfig(), "running"
+    assert "Epoch" not in progress_text(tr)
