@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 from .._cancel import checkpoint
 from .._threads import blas_pinned
-from ..bound import CollapsedPosterior, StatsBound, collapsed_bound_stats
+from ..bound import CollapsedPosterior, StatsBound, _unwhiten_both, collapsed_bound_stats
 from ..errors import ShapeError, UnsupportedOperationError
-from ..linalg import tri_solve
+from ..linalg import chol_inverse, tri_solve
 from ..missing import observation_groups
 from .base import JITTER_RELATIVE, LatentVariableModel
 
@@ -37,6 +37,10 @@ def inducing_subset(X: np.ndarray, num_inducing: int, seed: int) -> np.ndarray:
                          "use fewer inducing points.")
     rng = np.random.default_rng(seed)
     return X[np.sort(rng.choice(N, size=num_inducing, replace=False))].copy()
+
+
+#: Rows per chunk in predictions at uncertain inputs (their per-row Psi2 are (chunk, M, M)).
+_PREDICT_CHUNK = 256
 
 
 class GroupBound(NamedTuple):
@@ -277,29 +281,35 @@ class CollapsedModel(LatentVariableModel):
         n = Xnew.shape[0]
         mean = np.empty((n, self.output_dim))
         var = np.empty_like(mean)
-        for cols, post in self.posteriors():
-            noise = 1.0 / post.beta if include_noise else 0.0
-            if S is None:
-                Ks = kern.K(Xnew, Z)
+        posteriors = self.posteriors()
+        if S is None:
+            Ks = kern.K(Xnew, Z)
+            Kdiag = kern.K_diag(Xnew)
+            for cols, post in posteriors:
+                noise = 1.0 / post.beta if include_noise else 0.0
                 a = tri_solve(post.L, Ks.T)
                 b = tri_solve(post.LW, Ks.T)
-                v = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
+                v = Kdiag - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
                 mean[:, cols] = Ks @ post.alpha
                 var[:, cols] = (np.maximum(v, 0.0) + noise)[:, None]
-                continue
-            from .. import psi
+            return mean + self.Y_mean, var
+        from ..infer import PointPsi
 
-            for i in range(n):
-                stats = psi.compute(kern, Z, Xnew[i:i + 1], S[i:i + 1])
-                # shared term: psi0* - tr((Kmm^-1 - W^-1) Psi2*)
-                LiP = tri_solve(post.L, tri_solve(post.L, stats.Psi2).T)
-                LWiP = tri_solve(post.LW, tri_solve(post.LW, stats.Psi2).T)
-                shared = stats.psi0 - np.trace(LiP) + np.trace(LWiP)
+        point_psi = PointPsi(kern, Z)
+        eye = np.eye(Z.shape[0])
+        # Kmm^-1 - W^-1 = L^-T (I - B^-1) L^-1 per group: whitened, no difference of two large inverses
+        G = [_unwhiten_both(post.L, eye - chol_inverse(post.LB)) for _, post in posteriors]
+        for lo in range(0, n, _PREDICT_CHUNK):  # per-row Psi2 (r, M, M) for a chunk of rows
+            hi = min(n, lo + _PREDICT_CHUNK)
+            psi0_r, Psi1_r, Psi2_r = point_psi.forward(Xnew[lo:hi], S[lo:hi])
+            for (cols, post), G_g in zip(posteriors, G):
+                noise = 1.0 / post.beta if include_noise else 0.0
+                shared = psi0_r - np.einsum("jk,rjk->r", G_g, Psi2_r)  # psi0* - tr((Kmm^-1 - W^-1) Psi2*)
                 # spread of the mean under q(x*): alpha_d^T (Psi2* - Psi1*^T Psi1*) alpha_d
-                spread = np.einsum("md,mk,kd->d", post.alpha,
-                                   stats.Psi2 - stats.Psi1.T @ stats.Psi1, post.alpha)
-                mean[i, cols] = stats.Psi1[0] @ post.alpha
-                var[i, cols] = np.maximum(shared + spread, 0.0) + noise
+                a_Psi2_a = np.einsum("md,rmk,kd->rd", post.alpha, Psi2_r, post.alpha)
+                m_r = Psi1_r @ post.alpha
+                mean[lo:hi, cols] = m_r
+                var[lo:hi, cols] = np.maximum(shared[:, None] + a_Psi2_a - m_r * m_r, 0.0) + noise
         return mean + self.Y_mean, var
 
     def impute(self):
