@@ -614,7 +614,7 @@ class BayesianProjection:
                 dpsi0 += -0.5 * beta * Dn
                 dPsi1 += dp1
                 dPsi2 += dp2
-        self.last_density = value.copy()
+        self.last_density = value.copy()  # the data terms only: callers add the latent terms they need
         value = value - _kl_rows(mu, S)
         if not with_grad:
             return value, None
@@ -889,6 +889,8 @@ def infer_latent(model, Ynew, observed=None, *, num_starts=5, num_optimised=2, m
     mean, variance = problem.unpack(theta)
     problem.value_and_grad(np.arange(n), theta, with_grad=False)
     density = problem.last_density
+    if isinstance(problem, BayesianProjection):  # eq. 20: the augmented bound has the new point's KL too
+        density = density - _kl_rows(mean, variance)
     pred, pred_var = model.predict(mean, variance if isinstance(problem, BayesianProjection) else None,
                                    include_noise=True)
     pred = np.asarray(pred, dtype=float)

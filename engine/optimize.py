@@ -335,7 +335,7 @@ _OPTIONS = {"lbfgs": ("maxcor", "ftol", "gtol", "maxfun", "maxls"),
 
 
 def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=None,
-        tol=1e-9, warm_up_iters=None, warm_up_fixed=("noise_variance",), **options) -> FitResult:
+        tol=1e-9, warm_up_iters=None, warm_up_fixed=None, **options) -> FitResult:
     """Maximise ``model``'s objective; leave the model at the best point found.
 
     Parameters
@@ -351,7 +351,8 @@ def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=N
         at its best point first).
     stop, pause : ``threading.Event`` or None (see the module docstring).
     tol : convergence tolerance; its meaning per optimiser is in the module docstring.
-    warm_up_iters, warm_up_fixed : hold the parameters ``warm_up_fixed`` (those the
+    warm_up_iters, warm_up_fixed : hold the parameters ``warm_up_fixed`` (default:
+        ``model.warm_up_fixed``, else the noise variance; those the
         model has and does not already fix) for the first ``warm_up_iters``
         iterations (default: ``model.warm_up_iters``; at most half of
         ``max_iters``), then release them and go on.  From a poor start (e.g.
@@ -394,6 +395,8 @@ def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=N
 
     if hasattr(model, "begin_fit"):
         model.begin_fit()
+    if warm_up_fixed is None:  # the model's own choice (a deep GP holds every layer's noise)
+        warm_up_fixed = getattr(model, "warm_up_fixed", ("noise_variance",))
     hold = _warm_up_hold(model, warm_up_fixed)
     warm_up = min(int(getattr(model, "warm_up_iters", 0) if warm_up_iters is None else warm_up_iters),
                   int(max_iters) // 2)

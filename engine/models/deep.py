@@ -81,7 +81,7 @@ from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..bound import collapsed_bound_stats, gaussian_kl
 from ..errors import ConfigurationError, ShapeError
-from ..infer import LatentInference
+from ..infer import LatentInference, _kl_rows
 from ..transforms import POSITIVE, ParameterSpec
 from .base import JITTER_RELATIVE, LatentVariableModel, initial_X, validate_latent_dim
 from .collapsed import add_grads, inducing_subset
@@ -526,7 +526,7 @@ class DeepGP(LatentVariableModel):
         H = self.num_layers
         density = np.zeros(len(results[0]))
         for l, r in enumerate(results):
-            density += r.log_density
+            density += r.log_density + _kl_rows(r.mean, r.variance)  # the layer's data term alone
             if l > 0:
                 beta = 1.0 / float(values[self._prefix(l) + "noise_variance"])
                 density -= 0.5 * beta * np.sum(results[l - 1].variance, axis=1)

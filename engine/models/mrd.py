@@ -294,7 +294,7 @@ class MRD(LatentVariableModel):
     def _infer_joint(self, Ynew, observed=None, *, num_starts=5, num_optimised=2, max_iters=300, gtol=1e-5,
                      ftol=2.2e-9):
         """The projection of :func:`engine.infer.infer_latent` with one term per view sharing q(x*)."""
-        from ..infer import BayesianProjection, LatentInference, check_new_data, minimize_rows
+        from ..infer import BayesianProjection, LatentInference, _kl_rows, check_new_data, minimize_rows
 
         model = self.copy()
         Y, mask = check_new_data(model, Ynew, observed)
@@ -352,6 +352,7 @@ class MRD(LatentVariableModel):
         for problem in problems:
             problem.value_and_grad(np.arange(n), theta, with_grad=False)
             density += problem.last_density
+        density -= _kl_rows(mean, variance)  # one KL for the shared q(x*) (eq. 20)
         pred, pred_var = model.predict(mean, variance, include_noise=True)
         return LatentInference(mean=mean, variance=variance, log_density=density, observed=mask,
                                prediction=pred, prediction_variance=pred_var)
