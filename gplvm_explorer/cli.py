@@ -1,8 +1,13 @@
 """``gplvm-explorer [FILE]``: serve the app (``--port``, ``--address``, ``--show``).
 
+``--label COLUMN --model M --latent-dim Q --num-inducing M`` set the page's
+data and model settings in every session (they stay changeable there);
+``--dask-scheduler ADDRESS`` fits Bayesian GP-LVMs on a dask.distributed
+cluster (``engine.DaskBackend``).
+
 ``gplvm-explorer fit FILE ... -o model.npz``: fit headless (see `gplvm_explorer.fit_command`).
 
-FILE (optional) is a CSV / TSV / TXT / NPY / NPZ file read from disk and
+FILE (optional) is a CSV / TSV / TXT / NPY / NPZ / Parquet file read from disk and
 offered in every browser session, with no upload: the way to explore files
 bigger than the upload limit. The server's websocket message limit is set
 explicitly (see `gplvm_explorer.serving`).
@@ -10,6 +15,7 @@ explicitly (see `gplvm_explorer.serving`).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -20,8 +26,15 @@ def parse_args(argv=None):
 
     p = argparse.ArgumentParser(prog="gplvm-explorer", description="Serve GPLVM Explorer in the browser.")
     p.add_argument("file", nargs="?", default=None, metavar="FILE",
-                   help="a data file (CSV/TSV/TXT/NPY/NPZ) to offer in every session; read from disk, "
+                   help="a data file (CSV/TSV/TXT/NPY/NPZ/Parquet) to offer in every session; read from disk, "
                         "so it may be bigger than the upload limit")
+    p.add_argument("--label", default=None, metavar="COLUMN",
+                   help="label column of FILE (name, or 0-based index): colours the points, left out of the model")
+    p.add_argument("--model", default=None, help="model to select (e.g. bayesian, gplvm)")
+    p.add_argument("--latent-dim", type=int, default=None, metavar="Q", help="latent dimensions Q")
+    p.add_argument("--num-inducing", type=int, default=None, metavar="M", help="inducing points M")
+    p.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
+                   help="fit Bayesian GP-LVMs on this dask.distributed scheduler (e.g. tcp://host:8786)")
     p.add_argument("--port", type=int, default=5006, help="port to listen on (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--show", action="store_true", help="open the app in a browser")
@@ -35,18 +48,53 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def check_file(path: str) -> tuple[Path | None, str]:
-    """(absolute path, summary) when FILE loads, else (None, the reason)."""
+def check_file(path: str, label=None) -> tuple[Path | None, str]:
+    """(absolute path, summary) when FILE loads (with ``label`` as its label column), else (None, the reason)."""
     from gplvm_explorer.data import DataError
     from gplvm_explorer.serving import CLI_LIMITS
     from gplvm_explorer.data import load_file
 
     p = Path(path).expanduser()
     try:
-        ds = load_file(p, limits=CLI_LIMITS)
+        ds = load_file(p, label_column=label, limits=CLI_LIMITS)
     except DataError as exc:
         return None, str(exc)
     return p.resolve(), ds.summary()
+
+
+def page_settings(args) -> dict:
+    """The page settings given as flags (only those given), checked: ValueError names a bad one."""
+    from types import SimpleNamespace
+
+    from gplvm_explorer.notebook import apply_settings
+    from gplvm_explorer.state.settings import ModelSettings
+
+    settings = {k: v for k, v in (("model", args.model), ("latent_dim", args.latent_dim),
+                                  ("num_inducing", args.num_inducing)) if v is not None}
+    apply_settings(SimpleNamespace(settings=ModelSettings()), settings)
+    return settings
+
+
+def session_page(build=None):
+    """One session's page: `app.create_app` with the command line's file and settings (`serving`)."""
+    from gplvm_explorer import app, serving
+    from gplvm_explorer.notebook import apply_settings
+
+    page = app.create_app(**({"build": build} if build is not None else {}))
+    ex = page.explorer
+    settings = dict(serving.preload_settings())
+    label = settings.pop("label", None)
+    path = serving.preload_path()
+    if path is not None:
+        def loader(label_column, standardize):
+            return serving.preloaded_dataset(label_column=label_column, standardize=standardize)
+
+        ex.data.load_given(loader, path.name, serving.preload_columns(), label)
+    try:
+        apply_settings(ex, settings)
+    except ValueError as exc:  # e.g. more inducing points than rows: the page says so
+        ex.page_error = f"A command-line setting could not be applied: {exc}"
+    return page
 
 
 def main(argv=None) -> int:
@@ -64,15 +112,45 @@ def main(argv=None) -> int:
     if args.websocket_max_message_size < 1:
         print("--websocket-max-message-size must be positive", file=sys.stderr)
         return 2
-    from gplvm_explorer.serving import PRELOAD_ENV, SERVER_OPTIONS
+    from gplvm_explorer.serving import PRELOAD_ENV, SERVER_OPTIONS, SETTINGS_ENV
 
+    try:
+        settings = page_settings(args)
+    except (TypeError, ValueError) as exc:
+        print(f"Bad setting: {exc}", file=sys.stderr)
+        return 2
+    label = args.label
+    if label is not None and label.strip().lstrip("-").isdigit() and args.file is not None:
+        from gplvm_explorer.data import DataError, csv_columns
+        from gplvm_explorer.serving import CLI_LIMITS
+
+        try:
+            names = csv_columns(args.file, limits=CLI_LIMITS)
+        except DataError:
+            names = []
+        label = label if label in names else int(label)
+    if label is not None and args.file is None:
+        print("--label needs a FILE.", file=sys.stderr)
+        return 2
+    build = None
+    if args.dask_scheduler:
+        from gplvm_explorer.cluster import ClusterError, connect, dask_builder
+
+        try:
+            client = connect(args.dask_scheduler)
+        except ClusterError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+        build = dask_builder(client)
+        print(f"Bayesian GP-LVMs train on the dask scheduler at {args.dask_scheduler}", flush=True)
     if args.file is not None:
-        path, summary = check_file(args.file)
+        path, summary = check_file(args.file, label)
         if path is None:
             print(f"Cannot use {args.file}: {summary}", file=sys.stderr)
             return 2
         os.environ[PRELOAD_ENV] = str(path)  # read by every session (gplvm_explorer.serving)
         print(f"Data file: {summary}", flush=True)
+    os.environ[SETTINGS_ENV] = json.dumps(dict(settings, **({"label": label} if label is not None else {})))
     import panel as pn
 
     from gplvm_explorer import app, warmup
@@ -86,14 +164,18 @@ def main(argv=None) -> int:
         origins += args.allow_websocket_origin
     print(f"GPLVM Explorer on http://{args.address}:{args.port}/  (Ctrl+C to stop)", flush=True)
     options = dict(SERVER_OPTIONS, websocket_max_message_size=args.websocket_max_message_size)
+    def page():  # a plain function: pn.serve calls it once per session
+        return session_page(build)
+
     pn.serve(
-        app.create_app,
+        page,
         port=args.port,
         address=args.address,
         websocket_origin=origins,
         show=args.show,
         title=app.TITLE,
         threaded=False,
+        liveness=True,  # GET /liveness answers 200 once the server is up
         **options,
     )
     return 0

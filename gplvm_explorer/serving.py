@@ -17,6 +17,7 @@ the limit and the command-line alternative (``gplvm-explorer FILE``).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import os
@@ -50,6 +51,9 @@ SERVER_OPTIONS = MappingProxyType(
 
 #: Environment variable naming a data file to offer in every session.
 PRELOAD_ENV = "GPLVM_EXPLORER_FILE"
+
+#: Environment variable holding the page settings given on the command line (JSON object).
+SETTINGS_ENV = "GPLVM_EXPLORER_SETTINGS"
 
 #: Limits for a file read from the server's disk (no upload involved).
 CLI_LIMITS = _Limits(max_bytes=1024 * MiB, upload=False)
@@ -103,6 +107,41 @@ def preloaded_dataset(*, label_column=None, standardize: bool = False, missing: 
     except OSError:
         mtime = -1  # load_file reports the problem
     return _load_preloaded(str(path), mtime, label_column, bool(standardize), missing)
+
+
+def preload_settings() -> MappingProxyType:
+    """The settings given on the command line (`SETTINGS_ENV`: model, latent_dim, ..., label), read-only."""
+    value = os.environ.get(SETTINGS_ENV, "").strip()
+    if not value:
+        return MappingProxyType({})
+    try:
+        settings = json.loads(value)
+    except ValueError:
+        log.warning("%s is not a JSON object; ignored", SETTINGS_ENV)
+        return MappingProxyType({})
+    return MappingProxyType(settings if isinstance(settings, dict) else {})
+
+
+@functools.lru_cache(maxsize=8)
+def _preload_columns(path: str, mtime_ns: int) -> tuple:
+    from .data import DataError, csv_columns
+
+    try:
+        return tuple(csv_columns(path, limits=CLI_LIMITS))
+    except DataError:
+        return ()
+
+
+def preload_columns() -> tuple:
+    """Column names of the command-line file (label-column choices; () for arrays), read once."""
+    path = preload_path()
+    if path is None:
+        return ()
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return ()
+    return _preload_columns(str(path), mtime)
 
 
 def session_websocket_limit() -> int | None:
