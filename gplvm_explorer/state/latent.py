@@ -41,13 +41,13 @@ def most_relevant(relevance, k: int = 2) -> list[int]:
 def padded_extent(X2: np.ndarray, margin: float = MARGIN) -> tuple:
     """(x0, y0, x1, y1): a padded box around 2-D points.
 
-    Above a thousand points the box spans the 0.1-99.9% quantiles, so a few
+    Above a thousand points the box spans the 0.5-99.5% quantiles, so a few
     far-away points do not shrink the bulk to a corner of the map.
     """
     out = []
     for col in (X2[:, 0], X2[:, 1]):
         if col.size > 1000:
-            lo, hi = (float(v) for v in np.quantile(col, [0.001, 0.999]))
+            lo, hi = (float(v) for v in np.quantile(col, [0.005, 0.995]))
         else:
             lo, hi = float(np.min(col)), float(np.max(col))
         span = hi - lo
