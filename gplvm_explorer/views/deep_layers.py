@@ -153,12 +153,14 @@ class DeepLayersView(pn.viewable.Viewer):
         self.title = title_with_help("Layers: one latent map per layer", HELP)
         self.text = pn.pane.HTML(escape("Train a deep GP to see its layers."), sizing_mode="stretch_width",
                                  stylesheets=[MUTED_MD], margin=(0, 10), css_classes=["gx-deep-text"])
+        self.legend = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
+                                   css_classes=["gx-deep-legend"])
         self.maps_row = pn.Row(sizing_mode="stretch_width", scroll=True, css_classes=["gx-deep-maps"])
         self.recon_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-deep-recon"])
         self._plots: list[_LayerPlot] = []
         self._recon_key = None
         self._recon = None
-        self.layout = pn.Column(self.title, self.text, self.maps_row, self.recon_row, sizing_mode="stretch_width",
+        self.layout = pn.Column(self.title, self.text, self.maps_row, self.legend, self.recon_row, sizing_mode="stretch_width",
                                 styles=PANEL_STYLES, visible=False, css_classes=["gx-deep"])
         ex.deep.param.watch(self._on_maps, ["maps"])
         ex.deep.param.watch(self._on_selection, ["selection"])
@@ -188,11 +190,23 @@ class DeepLayersView(pn.viewable.Viewer):
             self._plots[-1].fig.on_event(Tap, self._on_tap)
             self.maps_row.objects = [p.pane for p in self._plots]
         colours, labels = self._colours(result)
+        self.legend.object = self._legend(result)
         for plot, layer in zip(self._plots, maps):
             plot.show(layer, colours, labels, count)
         self.text.object = escape(f"{count} layers, data side first (left) to the top (right); iteration "
                                   f"{result.iteration}. Click a point in the top layer to follow it down.")
         self._on_selection()
+
+    def _legend(self, result) -> str:
+        """Label colours as HTML: the colours are the app's palette, the names are escaped user text."""
+        ds = result.dataset
+        col = self.explorer.colouring(ds) if ds is not None else None
+        if col is None or not col.name or col.n != len(result.X_mean):
+            return ""
+        items = "".join(f"<span style='white-space:nowrap;margin-right:10px'><span style='display:inline-block;"
+                        f"width:10px;height:10px;border-radius:50%;background:{c}'></span> {escape(name, 30)}</span>"
+                        for name, c in list(zip(col.categories, col.colours))[:12])
+        return f"<p>{escape(col.name, 40)}: {items}</p>"
 
     def _on_tap(self, event):
         deep = self.explorer.deep
