@@ -379,6 +379,8 @@ def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=N
         if not callable(getattr(model, "fit_svi", None)):
             raise ConfigurationError(f"optimizer='svi' needs a model trained by minibatches (e.g. "
                                      f"StochasticBayesianGPLVM), got {type(model).__name__} instead.")
+        if warm_up_fixed is None:  # the model's own choice, as for the other optimisers
+            warm_up_fixed = getattr(model, "warm_up_fixed", ("noise_variance",))
         return model.fit_svi(max_iters=max_iters, callback=callback, stop=stop, pause=pause, tol=tol,
                              warm_up_iters=warm_up_iters, warm_up_fixed=warm_up_fixed, **options)
     if name not in _IMPLEMENTATIONS:
