@@ -14,6 +14,11 @@ The *sparse GP-LVM* approximates the process with M inducing points (O(NM²)).
 The *Bayesian GP-LVM* (Titsias & Lawrence 2010) keeps a Gaussian q(x) per point
 and maximises a lower bound on the evidence (the ELBO), so surplus latent
 dimensions are switched off automatically by the ARD kernel.
+Its *stochastic (SVI)* version (Hensman, Fusi & Lawrence 2013) trains on minibatches of
+rows, so an iteration costs the same however many rows there are: for big data (the page
+proposes it when the data are beyond what the others handle comfortably).
+The *deep GP* (Damianou & Lawrence 2013) stacks Bayesian GP-LVMs: give each layer's
+dimensions, data side first (e.g. 5, 2); every layer gets its own latent map.
 Q is the number of latent dimensions, M the number of inducing points."""
 
 TRAINING = """\
