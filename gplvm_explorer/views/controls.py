@@ -6,7 +6,6 @@ import param
 
 from ..catalog import CATALOG, INITS, OPTIMIZERS
 from ..explorer import Explorer
-from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
 from ..training.worker import ACTIVE, Status
 from .common import OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, escape, sync
@@ -30,11 +29,9 @@ class DataPanel(pn.viewable.Viewer):
                                                options=data.sample_titles(), value=data.sample,
                                                sizing_mode="stretch_width")
         sync(self.sample_select, data, "sample")
-        # FileDropper: a file over the upload limit is refused in the browser before anything is
-        # sent, and accepted files travel in chunks well under the websocket's message limit
-        self.file_input = upload_widget(sizing_mode="stretch_width")
+        self.file_input = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npy,.npz", multiple=False,
+                                               sizing_mode="stretch_width", label="Upload a file")
         self.file_input.param.watch(self._on_upload, "value")
-        self.upload_hint = pn.pane.Str(upload_hint(), margin=(0, 10), stylesheets=[SMALL_MD])
         self.label_select = pn.widgets.Select(label="Label column (colours only)", options=[NO_LABEL],
                                               value=NO_LABEL, sizing_mode="stretch_width", visible=False)
         sync(self.label_select, data, "label_column")
@@ -48,10 +45,8 @@ class DataPanel(pn.viewable.Viewer):
         self._refresh()
 
     def _on_upload(self, event):
-        got = uploaded_file(event.new)
-        if got is not None:
-            name, content = got
-            self.explorer.data.load_upload(content, name)
+        if event.new is not None:
+            self.explorer.data.load_upload(event.new, self.file_input.filename or "upload")
 
     def _refresh(self, *events):
         data = self.explorer.data
@@ -77,8 +72,7 @@ class DataPanel(pn.viewable.Viewer):
             self.sample_select,
             pn.pane.HTML("<div class='gx-or'>or upload CSV / TSV / NPY / NPZ / Parquet</div>", margin=(0, 10),
                          stylesheets=[STYLESHEET]),
-            self.file_input, self.upload_hint, self.label_select, self.standardize, self.error, self.summary,
-            self.warnings,
+            self.file_input, self.label_select, self.standardize, self.error, self.summary, self.warnings,
             sizing_mode="stretch_width",
         )
 
