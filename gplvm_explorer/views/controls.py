@@ -29,7 +29,7 @@ class DataPanel(pn.viewable.Viewer):
                                                options=data.sample_titles(), value=data.sample,
                                                sizing_mode="stretch_width")
         sync(self.sample_select, data, "sample")
-        self.file_input = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npy,.npz", multiple=False,
+        self.file_input = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npy,.npz,.parquet,.pq", multiple=False,
                                                sizing_mode="stretch_width", label="Upload a file")
         self.file_input.param.watch(self._on_upload, "value")
         self.label_select = pn.widgets.Select(label="Label column (colours only)", options=[NO_LABEL],

@@ -199,9 +199,17 @@ def test_an_idle_tab_costs_the_server_no_cpu(page, panel_serve_subprocess, cpu_s
     """Nothing polls: with a page open and nothing training, the server sleeps."""
     open_app(page, panel_serve_subprocess)
     wait_text(page, "rotating-glyph", timeout=30_000)
-    time.sleep(2.0)  # the page has settled
     pid = panel_serve_subprocess.pid
-    c0, t0 = cpu_seconds(pid), time.monotonic()
-    time.sleep(6.0)
-    used = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+
+    def used_over(window=6.0):
+        c0, t0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(window)
+        return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+
+    # sessions of earlier tests on this server end within seconds; then only this idle tab is left
+    # (polling a few times a second, as the page once did, costs ~10% of a core, every window)
+    deadline = time.monotonic() + 40.0
+    used = used_over()
+    while used >= 0.03 and time.monotonic() < deadline:
+        used = used_over()
     assert used < 0.03, f"an idle tab costs the server {used:.1%} of a core"
