@@ -145,6 +145,12 @@ def cpu_seconds():
 @pytest.fixture(scope="session")
 def panel_serve_subprocess(chromium_path):
     """``python -m panel serve gplvm_explorer/app.py`` in its own process group."""
+    # compile the numerical kernels here first: numba caches them on disk, so the server loads them
+    # in a second instead of compiling for a minute while the tests train and measure it
+    from gplvm_explorer import warmup
+
+    warmup.start()
+    warmup.wait(timeout=600)
     port = free_port()
     cmd = [sys.executable, "-m", "panel", "serve", "gplvm_explorer/app.py", "--port", str(port),
            "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{port}", "--liveness"]
