@@ -15,13 +15,13 @@ moment-matched ``predict`` from the row's top-layer mean), in file units.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import param
 
 from ..dispatch import Dispatcher
+from .background import LatestOnly
 
 logger = logging.getLogger(__name__)
 
@@ -115,55 +115,22 @@ class DeepLayers(param.Parameterized):
 
     def __init__(self, dispatcher: Dispatcher, **params):
         super().__init__(**params)
-        self._dispatcher = dispatcher
-        self._lock = threading.Lock()
-        self._wanted = None
-        self._done = None
-        self._busy = False
-        self._idle = threading.Event()
-        self._idle.set()
+        self._maps = LatestOnly(dispatcher, lambda result: (result, layer_maps(result)), self._apply,
+                                name="gplvm-deep-layers")
 
     def offer(self, result) -> None:
         """A new result: its layers' maps in the background (a model without layers clears them)."""
         if not has_layers(result):
-            with self._lock:
-                self._wanted = None
+            self._maps.drop()
             if self.maps or self.result is not None:
                 with param.parameterized.batch_call_watchers(self):
                     self.maps, self.result, self.selection = [], None, None
             return
-        with self._lock:
-            self._wanted = result
-            if self._busy:
-                return
-            self._busy = True
-            self._idle.clear()
-        threading.Thread(target=self._loop, name="gplvm-deep-layers", daemon=True).start()
+        self._maps.submit(result)
 
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                result, self._wanted = self._wanted, None
-                if result is None:
-                    self._busy = False
-                    self._idle.set()
-                    return
-            try:
-                done = (result, layer_maps(result))
-            except Exception as exc:  # shown in the page; the previous maps stay
-                logger.exception("Could not compute the layers' maps")
-                done = exc
-            with self._lock:
-                self._done = done
-            self._dispatcher.soon(self._apply)
-
-    def _apply(self) -> None:
-        with self._lock:
-            done, self._done = self._done, None
-        if isinstance(done, Exception):
+    def _apply(self, done) -> None:
+        if isinstance(done, Exception):  # the previous maps stay
             self.error = f"Could not draw the layers: {done}"
-            return
-        if done is None:
             return
         result, maps = done
         old = self.result
@@ -179,9 +146,7 @@ class DeepLayers(param.Parameterized):
                 self.selection = None
 
     def wait(self, timeout: float = 30.0) -> bool:
-        ok = self._idle.wait(timeout)
-        self._dispatcher.flush()
-        return ok
+        return self._maps.wait(timeout)
 
     # ---- the picked row ------------------------------------------------------------------
     def nearest_top(self, x: float, y: float) -> int | None:

@@ -15,13 +15,13 @@ Outputs are in the units of the user's file (standardisation undone).
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import param
 
 from ..dispatch import Dispatcher
+from .background import LatestOnly
 
 logger = logging.getLogger(__name__)
 
@@ -142,54 +142,20 @@ class Dynamics(param.Parameterized):
 
     def __init__(self, dispatcher: Dispatcher, **params):
         super().__init__(**params)
-        self._dispatcher = dispatcher
-        self._lock = threading.Lock()
-        self._wanted = None
-        self._done = None
-        self._busy = False
-        self._idle = threading.Event()
-        self._idle.set()
+        self._trajectories = LatestOnly(dispatcher, trajectory, self._apply, name="gplvm-dynamics")
         self.param.watch(lambda e: self._update_frame(), ["time"])
 
     def offer(self, result) -> None:
         """A new result: compute its trajectory in the background (None or a static model: clear)."""
         if not is_dynamical(result):
-            with self._lock:
-                self._wanted = None
+            self._trajectories.drop()
             self.trajectory, self.frame = None, None
             return
-        with self._lock:
-            self._wanted = result
-            if self._busy:
-                return
-            self._busy = True
-            self._idle.clear()
-        threading.Thread(target=self._loop, name="gplvm-dynamics", daemon=True).start()
+        self._trajectories.submit(result)
 
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                result, self._wanted = self._wanted, None
-                if result is None:
-                    self._busy = False
-                    self._idle.set()
-                    return
-            try:
-                done = trajectory(result)
-            except Exception as exc:  # shown in the page; the previous trajectory stays
-                logger.exception("Could not compute the latent trajectory")
-                done = exc
-            with self._lock:
-                self._done = done
-            self._dispatcher.soon(self._apply)
-
-    def _apply(self) -> None:
-        with self._lock:
-            done, self._done = self._done, None
-        if isinstance(done, Exception):
+    def _apply(self, done) -> None:
+        if isinstance(done, Exception):  # the previous trajectory stays
             self.error = f"Could not compute the trajectory over time: {done}"
-            return
-        if done is None:
             return
         old = self.trajectory
         self.error = ""
@@ -216,6 +182,4 @@ class Dynamics(param.Parameterized):
             self.error = f"Could not predict at time {self.time:.4g}: {exc}"
 
     def wait(self, timeout: float = 30.0) -> bool:
-        ok = self._idle.wait(timeout)
-        self._dispatcher.flush()
-        return ok
+        return self._trajectories.wait(timeout)

@@ -13,7 +13,6 @@ Values are in the units of the user's file (standardisation undone).
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +20,7 @@ import param
 
 from ..catalog import view_split
 from ..dispatch import Dispatcher
+from .background import LatestOnly
 
 logger = logging.getLogger(__name__)
 
@@ -115,13 +115,8 @@ class MultiView(param.Parameterized):
 
     def __init__(self, dispatcher: Dispatcher, **params):
         super().__init__(**params)
-        self._dispatcher = dispatcher
-        self._lock = threading.Lock()
-        self._wanted = None
-        self._done = None
-        self._busy = False
-        self._idle = threading.Event()
-        self._idle.set()
+        self._questions = LatestOnly(dispatcher, lambda wanted: cross_predict(*wanted, num_starts=3), self._apply,
+                                     name="gplvm-cross-view", on_idle=self._settled)
 
     def offer(self, result) -> None:
         if not is_multiview(result):
@@ -149,46 +144,19 @@ class MultiView(param.Parameterized):
         if self.source == self.target:
             self.error = "Choose two different views."
             return
-        with self._lock:
-            self._wanted = (result, int(self.row), int(self.source), int(self.target))
-            if self._busy:
-                return
-            self._busy = True
-            self._idle.clear()
         self.computing = True
-        threading.Thread(target=self._loop, name="gplvm-cross-view", daemon=True).start()
+        self._questions.submit((result, int(self.row), int(self.source), int(self.target)))
 
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                wanted, self._wanted = self._wanted, None
-                if wanted is None:
-                    self._busy = False
-                    self._idle.set()
-                    self._dispatcher.soon(self._apply)
-                    return
-            try:
-                done = cross_predict(*wanted, num_starts=3)
-            except Exception as exc:
-                logger.exception("Cross-view prediction failed")
-                done = exc
-            with self._lock:
-                self._done = done
-            self._dispatcher.soon(self._apply)
-
-    def _apply(self) -> None:
-        with self._lock:
-            done, self._done = self._done, None
-            busy = self._busy
+    def _apply(self, done) -> None:
         if isinstance(done, Exception):
             self.error = f"Could not predict one view from another: {done}"
-        elif done is not None:
-            with param.parameterized.batch_call_watchers(self):
-                self.error = ""
-                self.cross = done
-        self.computing = busy
+            return
+        with param.parameterized.batch_call_watchers(self):
+            self.error = ""
+            self.cross = done
+
+    def _settled(self) -> None:
+        self.computing = self._questions.busy
 
     def wait(self, timeout: float = 60.0) -> bool:
-        ok = self._idle.wait(timeout)
-        self._dispatcher.flush()
-        return ok
+        return self._questions.wait(timeout)
