@@ -8,14 +8,13 @@ import re
 import time
 
 import pytest
+from browserkit import fill_numbers, open_page, poll, train_to_end
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.timeout(300),
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
-
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 
 JS = """
 window.__gd = {
@@ -41,33 +40,12 @@ window.__gd = {
 """
 
 
-def poll(fn, timeout=20.0, every=0.25):
-    deadline = time.monotonic() + timeout
-    value = fn()
-    while not value and time.monotonic() < deadline:
-        time.sleep(every)
-        value = fn()
-    return value
-
-
 def test_two_layer_deep_gp_shows_one_latent_map_per_layer(page, served_app, artifacts):
-    page.goto(served_app)
-    page.wait_for_function(READY, timeout=120_000)
-    page.evaluate(JS)
-    page.get_by_label("Data set (bundled sample or your file)").select_option(label="Three-phase flow (synthetic, 12-D)")
-    page.get_by_label("Model", exact=True).select_option(label="Deep GP (stacked Bayesian GP-LVMs)")
-    layers = page.get_by_label("Layer dims, data side first (e.g. 5, 2)")
-    layers.wait_for(state="visible", timeout=20_000)
-    layers.fill("4, 2")
-    layers.press("Enter")
-    for label, value in (("Iterations", 6), ("Inducing points M", 10)):
-        box = page.get_by_label(label)
-        box.fill(str(value))
-        box.press("Enter")
-    button = page.get_by_role("button", name="▶ Train", exact=True)
-    assert poll(button.is_enabled, timeout=20), "Train stayed disabled"
-    button.click()
-    page.get_by_text(re.compile(r"Finished after")).first.wait_for(state="visible", timeout=150_000)
+    open_page(page, served_app, sample="Three-phase flow (synthetic, 12-D)",
+              model="Deep GP (stacked Bayesian GP-LVMs)", js=JS)
+    page.get_by_label("Layer dims, data side first (e.g. 5, 2)").wait_for(state="visible", timeout=20_000)
+    fill_numbers(page, {"Layer dims, data side first (e.g. 5, 2)": "4, 2", "Iterations": 6, "Inducing points M": 10})
+    train_to_end(page)
 
     view = page.locator(".gx-deep").first
     view.wait_for(state="visible", timeout=30_000)

@@ -8,14 +8,13 @@ import re
 import time
 
 import pytest
+from browserkit import fill_numbers, open_page, poll, train_to_end, wait_text
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.timeout(300),
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
-
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 
 JS = """
 window.__gm = {
@@ -49,38 +48,13 @@ def columns(page, key, *cols):
         [key, list(cols)])
 
 
-def wait_text(page, text, timeout=60_000):
-    page.get_by_text(text).first.wait_for(state="visible", timeout=timeout)
-
-
 def open_and_choose(page, url, sample_label, model_label):
-    page.goto(url)
-    page.wait_for_function(READY, timeout=120_000)
-    page.evaluate(JS)
-    page.get_by_label("Data set (bundled sample or your file)").select_option(label=sample_label)
-    page.get_by_label("Model", exact=True).select_option(label=model_label)
+    open_page(page, url, sample=sample_label, model=model_label, js=JS)
 
 
 def train(page, iters: int, inducing: int):
-    for label, value in (("Iterations", iters), ("Inducing points M", inducing)):
-        box = page.get_by_label(label)
-        box.fill(str(value))
-        box.press("Enter")
-    button = page.get_by_role("button", name="▶ Train", exact=True)
-    deadline = time.monotonic() + 20
-    while not button.is_enabled() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    button.click()
-    wait_text(page, re.compile(r"Finished after"), timeout=150_000)
-
-
-def poll(fn, timeout=20.0, every=0.2):
-    deadline = time.monotonic() + timeout
-    value = fn()
-    while not value and time.monotonic() < deadline:
-        time.sleep(every)
-        value = fn()
-    return value
+    fill_numbers(page, {"Iterations": iters, "Inducing points M": inducing})
+    train_to_end(page)
 
 
 def test_gpds_sample_trains_and_the_time_slider_moves_the_reconstruction(page, served_app, artifacts):

@@ -5,9 +5,9 @@ Screenshot: test-artifacts/e2e/svi-finished.png.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
+from browserkit import click_train, fill_numbers, open_page
 
 pytestmark = [
     pytest.mark.e2e,
@@ -15,15 +15,10 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
-
 
 def test_svi_model_trains_in_minibatches_and_reports_epochs(page, served_app, artifacts):
-    page.goto(served_app)
-    page.wait_for_function(READY, timeout=120_000)
-    page.get_by_label("Data set (bundled sample or your file)").select_option(label="Three-phase flow (synthetic, 12-D)")
-    page.get_by_label("Model", exact=True).select_option(
-        label="Bayesian GP-LVM, stochastic (SVI: minibatches, big data)")
+    open_page(page, served_app, sample="Three-phase flow (synthetic, 12-D)",
+              model="Bayesian GP-LVM, stochastic (SVI: minibatches, big data)")
     batch = page.get_by_label("Minibatch (rows per iteration)")
     batch.wait_for(state="visible", timeout=20_000)
     optimiser = page.get_by_label("Optimiser")
@@ -31,15 +26,8 @@ def test_svi_model_trains_in_minibatches_and_reports_epochs(page, served_app, ar
     assert optimiser.locator("option").count() == 1
     # a small data set: no big-data proposal
     assert not page.locator(".gx-suggestion").first.is_visible()
-    for label, value in (("Minibatch (rows per iteration)", 90), ("Iterations", 40), ("Inducing points M", 10)):
-        box = page.get_by_label(label)
-        box.fill(str(value))
-        box.press("Enter")
-    button = page.get_by_role("button", name="▶ Train", exact=True)
-    deadline = time.monotonic() + 20
-    while not button.is_enabled() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    button.click()
+    fill_numbers(page, {"Minibatch (rows per iteration)": 90, "Iterations": 40, "Inducing points M": 10})
+    click_train(page)
     # 40 iterations of 90 rows over 450 rows: 8 epochs
     page.get_by_text(re.compile(r"Finished after 40 iterations \(8\.00 epochs\)")).first.wait_for(
         state="visible", timeout=120_000)
