@@ -27,12 +27,13 @@ import os
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from ..catalog import ModelConfig, spec
+from .predictor import CachedPredictor
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +93,33 @@ class TrainedResult:
     final: bool = False
     jitter: float = 0.0
     view_relevance: np.ndarray | None = None  # (V, Q) per view (MRD), else None
+    _predictor_lock: Any = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def latent_dim(self) -> int:
         return int(self.X_mean.shape[1])
 
+    @property
+    def predictor(self) -> CachedPredictor | None:
+        """The model's prediction factors, taken once (thread-safe); None where the model predicts itself.
+
+        The first call costs a pass over the data (the latent map's thread makes it);
+        afterwards a prediction at n points is O(n M^2 D), independent of N.
+        """
+        cache = self.__dict__.get("_predictor")
+        if cache is None:
+            with self._predictor_lock:
+                cache = self.__dict__.get("_predictor")
+                if cache is None:
+                    cache = (CachedPredictor.from_model(self.model),)
+                    self.__dict__["_predictor"] = cache  # frozen dataclass: a cache, not a field
+        return cache[0]
+
     def predict(self, Xnew: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean (n, D) and variance (n, D) at latent points (n, Q), whatever the engine returns."""
+        predictor = self.predictor
+        if predictor is not None:
+            return predictor.predict(Xnew)
         mean, var = self.model.predict(np.atleast_2d(Xnew))
         mean = np.atleast_2d(np.asarray(mean, dtype=float))
         var = np.asarray(var, dtype=float)
