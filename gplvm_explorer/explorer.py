@@ -9,13 +9,14 @@ sessions except the process-wide training limiter.
 from __future__ import annotations
 
 import logging
+import threading
 
 import param
 
 from . import warmup
 from .catalog import Budget
 from .dispatch import Dispatcher
-from .export import summary_text
+from .export import latent_nn_errors, latent_nn_errors_apply, summary_text
 from .data import DataError
 from .data.mapped import training_dataset
 from .state.data import LoadedData
@@ -47,6 +48,7 @@ class Explorer(param.Parameterized):
         super().__init__(**params)
         self.dispatcher = Dispatcher(doc, on_error=self._on_page_error)
         self._colouring_cache = None
+        self._summary_args = None  # the arguments of the summary on show (its 1-NN line comes later)
         self.data = LoadedData()
         self.settings = ModelSettings(budget=budget)
         self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
@@ -125,10 +127,28 @@ class Explorer(param.Parameterized):
         self.settings.locked = busy
         if status in (Status.FINISHED, Status.STOPPED, Status.FAILED):
             tr = self.training
-            self.summary = summary_text(tr.result, status.value, tr.elapsed,
-                                        tr.message if status == Status.FAILED else "")
+            args = (tr.result, status.value, tr.elapsed, tr.message if status == Status.FAILED else "")
+            self.summary = summary_text(*args)
+            if latent_nn_errors_apply(tr.result):
+                # O(N^2): counted on a thread; the page stays responsive and gets the line when it is ready
+                self._summary_args = args
+                threading.Thread(target=self._count_nn_errors, args=(args,), name="gplvm-summary",
+                                 daemon=True).start()
         elif status in (Status.STARTING, Status.QUEUED):
             self.summary = ""
+            self._summary_args = None
+
+    def _count_nn_errors(self, args) -> None:
+        try:
+            errors = latent_nn_errors(args[0])
+        except Exception:
+            logger.exception("1-NN error count failed")
+            return
+        self.dispatcher.soon(lambda: self._apply_nn_errors(args, errors))
+
+    def _apply_nn_errors(self, args, errors) -> None:
+        if args is self._summary_args:  # still the summary on show
+            self.summary = summary_text(*args, nn_errors=errors)
 
     def _on_result(self, event) -> None:
         self.latent.offer(event.new)

@@ -17,7 +17,8 @@ from .training.worker import TrainedResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["imputed_csv", "latent_png", "latent_rgba", "latents_csv", "model_npz", "summary_text", "VARIANCE_CMAP"]
+__all__ = ["imputed_csv", "latent_nn_errors", "latent_nn_errors_apply", "latent_png", "latent_rgba", "latents_csv",
+           "model_npz", "summary_text", "VARIANCE_CMAP"]
 
 #: Variance shading: light = confident (low variance), dark = uncertain.
 VARIANCE_CMAP = ["#ffffff", "#eef2f7", "#d9e2ec", "#bccada", "#9fb3c8", "#7f98b2", "#5f7d9e", "#34506f"]
@@ -138,8 +139,32 @@ def _fmt(x, digits=4) -> str:
     return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.{digits}e}"
 
 
-def summary_text(result: TrainedResult | None, status: str, elapsed: float, error: str = "") -> str:
-    """Settings and results as plain text (for copying)."""
+#: Rows up to which the summary counts leave-one-out 1-NN errors (the count is O(N^2)).
+NN_ERRORS_MAX_ROWS = 20000
+
+
+def latent_nn_errors_apply(result: TrainedResult | None) -> bool:
+    """Whether :func:`latent_nn_errors` has something to count: categorical labels, at most
+    ``NN_ERRORS_MAX_ROWS`` rows."""
+    labels = getattr(getattr(result, "dataset", None), "labels", None)
+    return labels is not None and labels.dtype.kind != "f" and result.X_mean.shape[0] <= NN_ERRORS_MAX_ROWS
+
+
+def latent_nn_errors(result: TrainedResult | None) -> int | None:
+    """Leave-one-out 1-NN label errors among the latent means (None where it does not apply).
+
+    O(N^2 Q): seconds at 20,000 rows, so the page counts them on a background thread.
+    """
+    if not latent_nn_errors_apply(result):
+        return None
+    from engine.metrics import one_nn_errors
+
+    return int(one_nn_errors(result.X_mean, result.dataset.labels))
+
+
+def summary_text(result: TrainedResult | None, status: str, elapsed: float, error: str = "",
+                 nn_errors: int | None = None) -> str:
+    """Settings and results as plain text (for copying); ``nn_errors`` from :func:`latent_nn_errors`."""
     lines = ["GPLVM Explorer — model summary", ""]
     if result is None:
         lines.append(f"Status: {status}")
@@ -170,15 +195,8 @@ def summary_text(result: TrainedResult | None, status: str, elapsed: float, erro
         act = [i for i in range(rel.size) if rel[i] > 0.05 * np.max(rel)]
         lines.append(f"Dimensions in use (relevance > 5% of the largest): {len(act)} of {len(rel)} "
                      f"({', '.join(f'x{i + 1}' for i in act)})")
-    labels = getattr(ds, "labels", None)
-    if labels is not None and labels.dtype.kind != "f" and result.X_mean.shape[0] <= 20000:
-        try:
-            from engine.metrics import one_nn_errors
-
-            errs = one_nn_errors(result.X_mean, labels)
-            lines.append(f"Leave-one-out 1-NN errors in the latent space: {errs} of {len(labels)}")
-        except Exception:
-            logger.exception("1-NN error count failed")
+    if nn_errors is not None:
+        lines.append(f"Leave-one-out 1-NN errors in the latent space: {nn_errors} of {result.X_mean.shape[0]}")
     if result.jitter > 0:
         lines.append(f"Jitter added: {result.jitter:.1e}")
     if error:

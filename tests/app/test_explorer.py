@@ -1,6 +1,7 @@
 """The explorer's state objects together, without a browser (the test plays the page's event loop)."""
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -150,3 +151,45 @@ def test_a_closed_session_is_freed(fake_build, pump):
     del ex
     gc.collect()
     assert ref() is None and model_ref() is None  # nothing process-wide keeps the session or its models
+
+
+def test_summary_counts_1nn_errors_off_the_page_thread(make_explorer, fake_build, pump, monkeypatch):
+    """The O(N^2) 1-NN count never runs inside a page update: the summary is shown at once, the line follows."""
+    from engine.metrics import one_nn_errors
+    from gplvm_explorer import explorer as explorer_mod
+
+    release, counted_on = threading.Event(), []
+
+    def slow_count(result):  # the real count, held until the test has looked at the page
+        counted_on.append(threading.current_thread())
+        assert release.wait(30)
+        return export.latent_nn_errors(result)
+    monkeypatch.setattr(explorer_mod, "latent_nn_errors", slow_count)
+    ex = make_explorer(build=fake_build())
+    rng = np.random.default_rng(4)
+    rows = "\n".join(f"{a:.4f},{b:.4f},{c:.4f},{'ab'[i % 2]}" for i, (a, b, c) in
+                     enumerate(rng.standard_normal((200, 3))))
+    assert ex.data.load_upload(f"a,b,c,kind\n{rows}\n".encode(), "kinds.csv"), ex.data.error
+    ex.data.label_column = "kind"
+    assert ex.data.dataset.labels is not None
+    ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 2
+    assert ex.train(), ex.training.message
+    assert ex.training.join(10)
+    ex.dispatcher.flush()  # the end of the run: the summary at once, without the count
+    assert ex.training.status == "finished" and "model summary" in ex.summary
+    assert "1-NN" not in ex.summary and "Iterations: 2" in ex.summary
+    ex.settings.max_iters = 3  # a second run ends while the first count is still going
+    assert ex.train(), ex.training.message
+    assert ex.training.join(10)
+    ex.dispatcher.flush()
+    assert "Iterations: 3" in ex.summary and "1-NN" not in ex.summary
+    release.set()
+    assert pump(ex, lambda: "1-NN" in ex.summary, timeout=30)
+    assert len(counted_on) == 2 and threading.main_thread() not in counted_on
+    for t in counted_on:
+        t.join(10)
+    ex.dispatcher.flush()
+    result = ex.training.result
+    expected = one_nn_errors(result.X_mean, result.dataset.labels)
+    assert "Iterations: 3" in ex.summary  # the late count of the first run is not shown
+    assert f"1-NN errors in the latent space: {expected} of 200" in ex.summary
