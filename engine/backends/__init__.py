@@ -1,4 +1,4 @@
-"""Where the row sums of the Bayesian GP-LVM's bound are computed.
+"""Where the row sums of the collapsed bound (Bayesian and sparse GP-LVM) are computed.
 
 A backend computes the sufficient statistics of the collapsed bound that are
 sums over rows -- psi0, P = Psi1^T Y and Psi2 -- and, given the bound's
@@ -8,9 +8,10 @@ process; ``engine.DaskBackend`` (optional extra ``distributed``) maps it
 over row chunks on a dask.distributed cluster (Gal, van der Wilk &
 Rasmussen 2014).
 
-The interface::
+The interface (``S`` None: point latents of the sparse GP-LVM; ``weights`` (N, G): the column groups
+of missing outputs, psi0 and Psi2 then per group)::
 
-    backend.setup(Y)                                  # (N, D) centred outputs, once per model
+    backend.setup(Y, weights=None)                    # (N, D) centred outputs, once per model
     backend.forward(kernel, Z, mu, S) -> (psi0, P (M, D), Psi2 (M, M))
     backend.backward(kernel, Z, mu, S, dpsi0, dP, dPsi2) -> engine.psi.PsiGradients
 """

@@ -1,4 +1,4 @@
-"""The Bayesian GP-LVM's row sums on a dask.distributed cluster (Gal, van der Wilk & Rasmussen 2014).
+"""The collapsed models' row sums on a dask.distributed cluster (Gal, van der Wilk & Rasmussen 2014).
 
 psi0, P = Psi1^T Y and Psi2 are sums over rows, and so are the gradients
 of the bound w.r.t. the kernel parameters and Z; the gradients w.r.t. a
@@ -47,19 +47,28 @@ class DaskBackendError(EngineError, RuntimeError):
 # Plain module-level functions over arrays: pickled by reference, run in the workers.
 
 
-def _chunk_forward(Y, kernel, Z, mu, S):
-    """(psi0, P (M, D), Psi2 (M, M)) of one chunk of rows."""
-    from .. import psi
+class _Block:
+    """One chunk of rows as it lives on a worker: centred Y (n, D) and the group weights (n, G) or None."""
 
-    stats = psi.compute(kernel, Z, mu, S)
-    return stats.psi0, stats.Psi1.T @ Y, stats.Psi2
+    __slots__ = ("Y", "W")
+
+    def __init__(self, Y, W):
+        self.Y = Y
+        self.W = W
 
 
-def _chunk_backward(Y, kernel, Z, mu, S, dpsi0, dP, dPsi2):
-    """engine.psi.PsiGradients of one chunk: per-row mu and S gradients, parameter and Z sums."""
-    from .. import psi
+def _chunk_forward(block, kernel, Z, mu, S):
+    """(psi0, P (M, D), Psi2) of one chunk of rows (:func:`engine.backends._rows.forward`)."""
+    from . import _rows
 
-    return psi.gradients(kernel, Z, mu, S, dpsi0, Y @ dP.T, dPsi2)
+    return _rows.forward(block.Y, block.W, kernel, Z, mu, S)
+
+
+def _chunk_backward(block, kernel, Z, mu, S, dpsi0, dP, dPsi2):
+    """engine.psi.PsiGradients of one chunk: per-row mu (and S) gradients, parameter and Z sums."""
+    from . import _rows
+
+    return _rows.backward(block.Y, block.W, kernel, Z, mu, S, dpsi0, dP, dPsi2)
 
 
 def _worker_pid():
@@ -98,18 +107,25 @@ class DaskBackend:
         self.retries = int(retries)
         self._bounds = None
         self._Y = None
+        self._W = None
         self._futures = None
         self._homes = None
 
     # ---- data placement ---------------------------------------------------------------
-    def setup(self, Y: np.ndarray) -> None:
-        """Cut the (N, D) centred outputs into row chunks and scatter each chunk to one worker, once."""
+    def setup(self, Y: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Cut the (N, D) centred outputs (and, with missing outputs, the (N, G) group weights) into
+        row chunks and scatter each chunk to one worker, once."""
         Y = np.ascontiguousarray(Y, dtype=np.float64)
+        if weights is not None:
+            weights = np.ascontiguousarray(weights, dtype=np.float64)
+            if weights.ndim != 2 or weights.shape[0] != Y.shape[0]:
+                raise ConfigurationError(f"Expected weights of shape ({Y.shape[0]}, G), got {weights.shape} instead.")
         workers = self._workers()
         N = Y.shape[0]
         size = self.chunks or max(1, math.ceil(N / (2 * len(workers))))
         self._bounds = [(a, min(a + size, N)) for a in range(0, N, size)]
         self._Y = Y
+        self._W = weights
         self._homes = [workers[i % len(workers)] for i in range(len(self._bounds))]
         self._futures = [None] * len(self._bounds)
         self._scatter(range(len(self._bounds)))
@@ -129,7 +145,8 @@ class DaskBackend:
             if self._homes[i] not in alive:
                 self._homes[i] = sorted(alive)[i % len(alive)]
             a, b = self._bounds[i]
-            self._futures[i] = self.client.scatter(self._Y[a:b], workers=[self._homes[i]], hash=False)
+            block = _Block(self._Y[a:b], None if self._W is None else self._W[a:b])
+            self._futures[i] = self.client.scatter(block, workers=[self._homes[i]], hash=False)
 
     @property
     def num_chunks(self) -> int:
@@ -145,15 +162,16 @@ class DaskBackend:
         if self._bounds is None:
             raise ConfigurationError("DaskBackend.setup(Y) must be called first (the model does it).")
         mu = np.ascontiguousarray(mu, dtype=np.float64)
-        S = np.ascontiguousarray(S, dtype=np.float64)
-        if mu.shape[0] != self._Y.shape[0] or S.shape != mu.shape:
+        S = None if S is None else np.ascontiguousarray(S, dtype=np.float64)
+        if mu.shape[0] != self._Y.shape[0] or (S is not None and S.shape != mu.shape):
             raise ConfigurationError(f"Expected mu and S with {self._Y.shape[0]} rows, got {mu.shape} and "
-                                     f"{S.shape} instead.")
+                                     f"{None if S is None else S.shape} instead.")
         from distributed import wait
 
         attempt = 0
         while True:
-            futures = [self.client.submit(fn, self._futures[i], *globals_, mu[a:b], S[a:b], *extra,
+            futures = [self.client.submit(fn, self._futures[i], *globals_, mu[a:b], None if S is None else S[a:b],
+                                          *extra,
                                           workers=[self._homes[i]], allow_other_workers=True, pure=False)
                        for i, (a, b) in enumerate(self._bounds)]
             try:
@@ -184,23 +202,28 @@ class DaskBackend:
                 raise DaskBackendError(f"Could not scatter the data to the workers again: {exc}") from exc
 
     def forward(self, kernel, Z, mu, S):
-        """(psi0, P = Psi1^T Y (M, D), Psi2 (M, M)), summed over the chunks in order."""
+        """(psi0, P = Psi1^T Y (M, D), Psi2 (M, M)), summed over the chunks in order; per column
+        group (psi0 (G,), Psi2 (G, M, M)) when set up with weights; S None: points (sparse GP-LVM)."""
         Z = np.ascontiguousarray(Z, dtype=np.float64)
         parts = self._map(_chunk_forward, (kernel, Z), mu, S)
-        psi0, P, Psi2 = 0.0, np.zeros_like(parts[0][1]), np.zeros_like(parts[0][2])
-        for p0, Pc, P2 in parts:
+        psi0 = np.array(parts[0][0], dtype=float, copy=True)
+        P = np.array(parts[0][1], dtype=float, copy=True)
+        Psi2 = np.array(parts[0][2], dtype=float, copy=True)
+        for p0, Pc, P2 in parts[1:]:
             psi0 += p0
             P += Pc
             Psi2 += P2
-        return float(psi0), P, Psi2
+        return (float(psi0) if psi0.ndim == 0 else psi0), P, Psi2
 
     def backward(self, kernel, Z, mu, S, dpsi0, dP, dPsi2):
-        """engine.psi.PsiGradients of dpsi0 psi0 + <dP, Psi1^T Y> + <dPsi2, Psi2>: per-row mu and S
-        gradients concatenated, kernel-parameter and Z gradients summed in chunk order."""
+        """engine.psi.PsiGradients of dpsi0 psi0 + <dP, Psi1^T Y> + <dPsi2, Psi2> (summed over the groups
+        when set up with weights): per-row mu and S gradients concatenated (S: None for points),
+        kernel-parameter and Z gradients summed in chunk order."""
         from .. import psi
 
         Z = np.ascontiguousarray(Z, dtype=np.float64)
-        parts = self._map(_chunk_backward, (kernel, Z), mu, S, float(dpsi0), np.ascontiguousarray(dP, dtype=np.float64),
+        dpsi0 = float(dpsi0) if np.ndim(dpsi0) == 0 else np.ascontiguousarray(dpsi0, dtype=np.float64)
+        parts = self._map(_chunk_backward, (kernel, Z), mu, S, dpsi0, np.ascontiguousarray(dP, dtype=np.float64),
                           np.ascontiguousarray(dPsi2, dtype=np.float64))
         params = {k: np.array(v, dtype=float, copy=True) for k, v in parts[0].params.items()}
         dZ = np.array(parts[0].Z, dtype=float, copy=True)
@@ -208,8 +231,8 @@ class DaskBackend:
             for k in params:
                 params[k] = params[k] + g.params[k]
             dZ += g.Z
-        return psi.PsiGradients(params, dZ, np.concatenate([g.mu for g in parts]),
-                                np.concatenate([g.S for g in parts]))
+        dS = None if parts[0].S is None else np.concatenate([g.S for g in parts])
+        return psi.PsiGradients(params, dZ, np.concatenate([g.mu for g in parts]), dS)
 
     def close(self) -> None:
         """Release the scattered data (the client stays open)."""
@@ -218,6 +241,7 @@ class DaskBackend:
                 f.release()
         self._futures = None
         self._bounds = None
+        self._Y = self._W = None
 
     def __repr__(self):
         address = getattr(getattr(self.client, "scheduler", None), "address", "?")

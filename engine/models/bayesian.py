@@ -11,7 +11,6 @@ import numpy as np
 
 from .. import psi
 from ..bound import gaussian_kl
-from ..errors import ConfigurationError
 from ..transforms import POSITIVE, ParameterSpec
 from .base import initial_X
 from .collapsed import CollapsedModel, inducing_subset
@@ -22,6 +21,9 @@ class BayesianGPLVM(CollapsedModel):
 
     Defaults as in the paper: means from PCA, variances 0.5, Z a random subset
     of the initial means, an ARD RBF kernel over ``latent_dim`` inputs.
+    ``backend`` (e.g. ``engine.DaskBackend(client)``): where the psi statistics'
+    row sums and their gradients are computed (:mod:`engine.backends`; with
+    missing outputs only for kernels with weighted psi sums, RBF); None: here.
     """
 
     objective_name = "ELBO"
@@ -31,13 +33,6 @@ class BayesianGPLVM(CollapsedModel):
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
                  X_variance=0.5, Z=None, noise_variance=None, observed=None, backend=None):
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
-        #: Where the row sums are computed (:mod:`engine.backends`); None: here, directly.
-        self.backend = backend
-        if backend is not None:
-            if self.observed is not None:
-                raise ConfigurationError("Missing values are trained in-process only; drop backend= "
-                                         "or impute the data first.")
-            backend.setup(self.Y)
         psi.check_supported(self._kernel)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
@@ -48,24 +43,13 @@ class BayesianGPLVM(CollapsedModel):
         values = {"X_mean": X0, "X_variance": S0, "Z": Z0,
                   "noise_variance": self._initial_noise_variance, **self._kernel.params}
         self._build_packer(specs, values)
+        self._attach_backend(backend)
 
     def _psi_forward(self, kern, values):
         return psi.compute(kern, values["Z"], values["X_mean"], values["X_variance"])
 
     def _psi_backward(self, kern, values, dpsi0, dPsi1, dPsi2):
         g = psi.gradients(kern, values["Z"], values["X_mean"], values["X_variance"], dpsi0, dPsi1, dPsi2)
-        return {**g.params, "X_mean": g.mu, "X_variance": g.S, "Z": g.Z}
-
-    def _data_forward(self, kern, values):
-        if self.backend is None:
-            return super()._data_forward(kern, values)
-        psi0, P, Psi2 = self.backend.forward(kern, values["Z"], values["X_mean"], values["X_variance"])
-        return psi0, P, Psi2, None
-
-    def _data_backward(self, kern, values, context, dpsi0, dP, dPsi2):
-        if self.backend is None:
-            return super()._data_backward(kern, values, context, dpsi0, dP, dPsi2)
-        g = self.backend.backward(kern, values["Z"], values["X_mean"], values["X_variance"], dpsi0, dP, dPsi2)
         return {**g.params, "X_mean": g.mu, "X_variance": g.S, "Z": g.Z}
 
     def _latent_term(self, values):

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..bound import CollapsedPosterior, StatsBound, _unwhiten_both, collapsed_bound_stats
-from ..errors import ShapeError, UnsupportedOperationError
+from ..errors import ConfigurationError, ShapeError, UnsupportedOperationError
 from ..linalg import chol_inverse, tri_solve
 from ..missing import observation_groups
 from .base import JITTER_RELATIVE, LatentVariableModel
@@ -78,13 +78,55 @@ class CollapsedModel(LatentVariableModel):
         """log prior of X (sparse) or -KL (Bayesian), and its gradients."""
         raise NotImplementedError
 
+    #: Where the row sums are computed (:mod:`engine.backends`); None: here, by the model's psi hooks.
+    backend = None
+
+    def _attach_backend(self, backend) -> None:
+        """Hand Y (and, with missing outputs, the column groups' row weights) to ``backend`` once.
+
+        The backend computes the row sums of this model's latents: q(x_n) for the
+        Bayesian GP-LVM, points for the sparse GP-LVM (``X_variance`` absent).
+        With missing outputs it needs one weighted pass per evaluation, which the
+        Bayesian GP-LVM's psi statistics offer only for some kernels
+        (:func:`engine.psi.supports_grouped`); otherwise a ConfigurationError.
+        """
+        self.backend = backend
+        if backend is None:
+            return
+        if not (callable(getattr(backend, "setup", None)) and callable(getattr(backend, "forward", None))
+                and callable(getattr(backend, "backward", None))):
+            raise ConfigurationError(f"Expected backend to be an engine backend (e.g. engine.DaskBackend(client)), "
+                                     f"got {type(backend).__name__} instead.")
+        if self.observed is None:
+            backend.setup(self.Y)
+            return
+        if "X_variance" in self.parameter_names and not self._grouped_psi(self._kernel):
+            raise ConfigurationError(
+                f"Missing outputs with a backend need a kernel whose psi statistics have weighted sums "
+                f"(RBF, alone or with Bias and White); got {self._kernel!r}. Drop backend= or use an RBF kernel.")
+        W, _ = self._group_constants()
+        backend.setup(self.Y, weights=W)
+
+    def _backend_grads(self, g) -> dict:
+        """A backend's PsiGradients keyed by parameter name."""
+        out = {**g.params, "X_mean": g.mu, "Z": g.Z}
+        if g.S is not None:
+            out["X_variance"] = g.S
+        return out
+
     def _data_forward(self, kern, values):
         """Sufficient statistics of the complete data: (psi0, P = Psi1^T Y (M, D), Psi2, context)."""
+        if self.backend is not None:
+            psi0, P, Psi2 = self.backend.forward(kern, values["Z"], values["X_mean"], values.get("X_variance"))
+            return psi0, P, Psi2, None
         psi0, Psi1, Psi2 = self._psi_forward(kern, values)
         return psi0, Psi1.T @ self.Y, Psi2, None
 
     def _data_backward(self, kern, values, context, dpsi0, dP, dPsi2) -> dict:
         """Gradients through the statistics of :meth:`_data_forward`."""
+        if self.backend is not None:
+            return self._backend_grads(self.backend.backward(kern, values["Z"], values["X_mean"],
+                                                             values.get("X_variance"), dpsi0, dP, dPsi2))
         return self._psi_backward(kern, values, dpsi0, self.Y @ dP.T, dPsi2)
 
     def _base_jitter(self, values):
@@ -136,7 +178,13 @@ class CollapsedModel(LatentVariableModel):
         return consts
 
     def _group_statistics(self, kern, values):
-        """Per group: (psi0_g, P_g, Psi2_g, N_g, trYY_g), and the full Psi1 (N, M)."""
+        """Per group: (psi0_g, P_g, Psi2_g, N_g, trYY_g), and the full Psi1 (N, M) (None with a backend)."""
+        if self.backend is not None:  # weighted sums over row chunks (engine.backends)
+            _, sizes = self._group_constants()
+            psi0, P, Psi2 = self.backend.forward(kern, values["Z"], values["X_mean"], values.get("X_variance"))
+            stats = [(float(psi0[i]), P[:, g.cols], Psi2[i], n, trYY)
+                     for i, (g, (n, trYY)) in enumerate(zip(self.observation_groups, sizes))]
+            return stats, None
         if self._grouped_psi(kern):
             # one pass: every Psi2_n enters the sums of the groups observing row n
             from .. import psi
@@ -193,15 +241,18 @@ class CollapsedModel(LatentVariableModel):
 
     def _group_backward(self, kern, values, groups, Psi1) -> dict:
         """Gradients of the summed group bounds through the psi statistics."""
-        if self._grouped_psi(kern):
+        if self.backend is not None or self._grouped_psi(kern):
             from .. import psi
 
             W, _ = self._group_constants()
-            dP = np.empty((Psi1.shape[1], self.output_dim))
+            dP = np.empty((values["Z"].shape[0], self.output_dim))
             for g, gb in zip(self.observation_groups, groups):
                 dP[:, g.cols] = gb.bound.dP
             dpsi0 = np.array([gb.bound.dpsi0 for gb in groups], dtype=np.float64)
             dPsi2 = np.stack([gb.bound.dPsi2 for gb in groups])
+            if self.backend is not None:
+                return self._backend_grads(self.backend.backward(kern, values["Z"], values["X_mean"],
+                                                                 values.get("X_variance"), dpsi0, dP, dPsi2))
             # Y is 0 where missing: row n of Y dP^T only collects the groups observing it
             grad = psi.gradients_grouped(kern, values["Z"], values["X_mean"], values["X_variance"], W,
                                          dpsi0, self.Y @ dP.T, dPsi2)

@@ -13,12 +13,17 @@ from .gplvm import log_prior
 
 
 class SparseGPLVM(CollapsedModel):
-    """Sparse GP-LVM with MAP latent points X (N, Q) and inducing inputs Z (M, Q)."""
+    """Sparse GP-LVM with MAP latent points X (N, Q) and inducing inputs Z (M, Q).
+
+    ``backend`` (e.g. ``engine.DaskBackend(client)``): where the row sums
+    tr(Knn), Knm^T Y and Knm^T Knm and their gradients are computed
+    (:mod:`engine.backends`); None: here.
+    """
 
     objective_name = "ELBO"
 
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
-                 Z=None, noise_variance=None, observed=None):
+                 Z=None, noise_variance=None, observed=None, backend=None):
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
@@ -27,6 +32,7 @@ class SparseGPLVM(CollapsedModel):
                  *self._kernel_specs(self._kernel), self._noise_spec()]
         values = {"X_mean": X0, "Z": Z0, "noise_variance": self._initial_noise_variance, **self._kernel.params}
         self._build_packer(specs, values)
+        self._attach_backend(backend)
 
     def _psi_forward(self, kern, values):
         X, Z = values["X_mean"], values["Z"]

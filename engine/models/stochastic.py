@@ -225,6 +225,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     kernel's parameters, ``noise_variance``, ``q_mu`` (M, D) and ``q_sqrt``
     (M, M; its lower triangle is the Cholesky factor of S) of the whitened
     q(v), v = L^-1 u.  The objective (:meth:`objective`) is the full bound.
+    ``backend`` exists only to refuse one (ConfigurationError): SVI runs in-process.
     """
 
     objective_name = "ELBO"
@@ -234,7 +235,12 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     warm_up_iters = 200
 
     def __init__(self, Y, latent_dim, num_inducing=50, batch_size=256, kernel=None, init="pca", seed=0,
-                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=4096):
+                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=4096, backend=None):
+        if backend is not None:
+            raise ConfigurationError(
+                "StochasticBayesianGPLVM takes no backend: each SVI step works on one minibatch of rows, "
+                "too little to ship to a cluster and back per step. For a dask cluster use "
+                "BayesianGPLVM(Y, ..., backend=engine.DaskBackend(client)); train this model in-process.")
         self.data = _check_data(Y)
         self.latent_dim = validate_latent_dim(latent_dim)
         self.num_data, self.output_dim = (int(s) for s in self.data.shape)

@@ -60,6 +60,69 @@ def test_bound_and_every_gradient_equal_the_local_backend(cluster):
             _assert_close(g_local[name], g_remote[name])
 
 
+def _missing(Y, seed=2, fraction=0.15):
+    rng = np.random.default_rng(seed)
+    Y = Y.copy()
+    Y[rng.random(Y.shape) < fraction] = np.nan
+    Y[:, 0] = _data()[:, 0]  # one complete column: a group observing every row
+    return Y
+
+
+def _pair_of(client, cls, Y, chunks=25, **options):
+    local = cls(Y, Q, num_inducing=M, **options)
+    remote = cls(Y, Q, num_inducing=M, backend=DaskBackend(client, chunks=chunks), **options)
+    rng = np.random.default_rng(1)
+    values = dict(Z=local.Z + 0.1 * rng.standard_normal((M, Q)))
+    if "X_variance" in local.parameter_names:
+        values["X_variance"] = rng.uniform(0.05, 0.8, size=(N, Q))
+    local.set_parameters(**values)
+    remote.set_parameters(**values)
+    return local, remote
+
+
+@pytest.mark.parametrize("case", ["sparse", "sparse-missing", "bayesian-missing"])
+def test_sparse_and_missing_data_models_equal_the_local_computation(cluster, case):
+    _, client = cluster
+    cls = engine.SparseGPLVM if case.startswith("sparse") else engine.BayesianGPLVM
+    Y = _missing(_data()) if case.endswith("missing") else _data()
+    for chunks in (25, 7):
+        local, remote = _pair_of(client, cls, Y, chunks)
+        if case.endswith("missing"):
+            assert len(local.observation_groups) > 2 and remote.backend._W.shape == (N, len(local.observation_groups))
+        assert remote.objective() == pytest.approx(local.objective(), rel=1e-10)
+        g_local, g_remote = local.objective_gradients(), remote.objective_gradients()
+        assert set(g_local) == set(g_remote) == set(local.parameter_names)
+        for name in g_local:
+            _assert_close(g_local[name], g_remote[name])
+
+
+def test_a_sparse_fit_with_missing_outputs_gives_the_same_trace(cluster):
+    _, client = cluster
+    local, remote = _pair_of(client, engine.SparseGPLVM, _missing(_data()), chunks=20)
+    r_local = engine.fit(local, optimizer="lbfgs", max_iters=10)
+    r_remote = engine.fit(remote, optimizer="lbfgs", max_iters=10)
+    assert r_local.iterations == r_remote.iterations > 1
+    np.testing.assert_allclose([h[1] for h in r_remote.history], [h[1] for h in r_local.history], rtol=1e-9)
+
+
+def test_missing_outputs_with_a_kernel_without_weighted_psi_sums_are_refused(cluster):
+    _, client = cluster
+    Y = _missing(_data())
+    with pytest.raises(engine.ConfigurationError, match="Missing outputs with a backend"):
+        engine.BayesianGPLVM(Y, Q, num_inducing=M, kernel=engine.kernels.Linear(Q),
+                             backend=DaskBackend(client))
+    # complete data with the same kernel: the plain psi statistics, accepted
+    model = engine.BayesianGPLVM(_data(), Q, num_inducing=M, kernel=engine.kernels.Linear(Q),
+                                 backend=DaskBackend(client, chunks=30))
+    local = engine.BayesianGPLVM(_data(), Q, num_inducing=M, kernel=engine.kernels.Linear(Q))
+    assert model.objective() == pytest.approx(local.objective(), rel=1e-10)
+
+
+def test_something_else_as_backend_is_a_configuration_error():
+    with pytest.raises(engine.ConfigurationError, match="engine backend"):
+        engine.SparseGPLVM(_data(), Q, num_inducing=M, backend="dask")
+
+
 def test_a_fit_gives_the_same_trace(cluster):
     _, client = cluster
     local, remote = _pair(client)

@@ -197,6 +197,13 @@ def test_rejects_non_finite_data_with_a_clear_message():
         StochasticBayesianGPLVM(Y, Q, num_inducing=M)
 
 
+def test_refuses_a_backend_with_a_clear_error():
+    from engine.backends import LocalBackend
+
+    with pytest.raises(engine.ConfigurationError, match="takes no backend.*BayesianGPLVM"):
+        StochasticBayesianGPLVM(_data(), Q, num_inducing=M, backend=LocalBackend())
+
+
 # ------------------------------------------------------------------ fitting
 
 
