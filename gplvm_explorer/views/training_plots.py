@@ -143,7 +143,10 @@ class ARDPlot(pn.viewable.Viewer):
                              "shown": ["shown in map" if i in shown else "other" for i in range(len(value))]})
 
     def _send(self, *events):
-        self.pipe.send(self._frame())
+        frame = self._frame()
+        if frame.equals(self.pipe.data):  # e.g. a new map of the same result: nothing to redraw
+            return
+        self.pipe.send(frame)
 
     def _bars(self, data):
         lengthscale = self.mode.value == "lengthscale"

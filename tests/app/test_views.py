@@ -152,3 +152,20 @@ def test_zoom_range_skips_the_first_iterations():
     lo, hi = zoom_range(v)
     assert -120 < lo < -100 and hi > 0
     assert zoom_range([1.0, 2.0]) == (None, None)
+
+
+def test_ard_bars_are_redrawn_only_when_they_change(fake_build, pump):
+    ex = trained(fake_build, pump)
+    ard = ARDPlot(explorer=ex)
+    finish(ex, pump)
+    sent = []
+    ard.pipe.add_subscriber(lambda **kw: sent.append(kw["data"]))
+    ex.latent.fixed = [0.0, 0.0, 0.7]  # a new map of the same result: the same bars
+    ex.latent.wait()
+    assert ex.latent.view.fixed[2] == 0.7 and sent == []
+    ex.latent.auto_dims = False
+    ex.latent.x_dim, ex.latent.y_dim = 2, 0  # other dims shown: other highlighted bars
+    ex.latent.wait()
+    assert len(sent) >= 1 and list(sent[-1]["shown"]) == ["shown in map", "other", "shown in map"]
+    ard.mode.value = "lengthscale"
+    assert len(sent) >= 2 and not np.allclose(sent[-1]["value"], sent[-2]["value"])
