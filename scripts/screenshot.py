@@ -1,0 +1,193 @@
+"""Regenerate docs/screenshot.png: the app in a headless Chromium, taken while a model trains.
+
+    python scripts/screenshot.py [--out docs/screenshot.png] [--chromium /usr/bin/chromium]
+
+Serves the app (the same factory as ``gplvm-explorer``) on a free local port,
+opens it in Chromium through Playwright, picks the three-class flow sample,
+presses Train and takes the picture once the objective curve, the ARD bars and
+the shaded latent map have been drawn a few times, while the fit is still
+running. The PNG is reduced to a palette image to keep it small.
+
+Needs the test extras (``pip install -e '.[test]'``: playwright) and a
+Chromium (e.g. Debian's ``chromium`` package; never ``playwright install``).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import shutil
+import socket
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+log = logging.getLogger("screenshot")
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_TITLE = "Three-phase flow (synthetic, 12-D)"
+VIEWPORT = {"width": 1280, "height": 1180}
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+# how many points of a Bokeh data column the page holds (largest over the sources that have it)
+COLUMN_LENGTH = """(col) => {
+  let n = -1;
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    const d = m.data; if (!d || m.selected === undefined) continue;
+    const v = d instanceof Map ? d.get(col) : d[col];
+    if (v !== undefined) n = Math.max(n, v.length);
+  }
+  return n;
+}"""
+
+# page pixel of a spot in the latent map's upper left, off the points: a click there shows the
+# output predicted at a latent location of high variance without selecting (and dimming) points
+CLICK_TARGET = """() => {
+  function* walk(v) { yield v; if (v.children) for (const c of v.children()) yield* walk(c); }
+  for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
+    const t = v.model && v.model.title;
+    if (!(t && (t.text === 'Latent space' || t === 'Latent space') && v.frame)) continue;
+    const box = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+    return [box.left + f.left + 0.22 * f.width, box.top + f.top + 0.2 * f.height];
+  }
+  return null;
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.25)
+
+
+def _find_chromium(given: str | None) -> str:
+    for cand in (given, "/usr/bin/chromium", "/usr/bin/chromium-browser", shutil.which("chromium")):
+        if cand and Path(cand).exists():
+            return cand
+    raise SystemExit("No Chromium found: install Debian's `chromium` package or pass --chromium PATH.")
+
+
+def _wait_until(predicate, timeout: float, what: str) -> None:
+    start = time.monotonic()
+    said = start
+    while not predicate():
+        now = time.monotonic()
+        if now - start > timeout:
+            raise RuntimeError(f"timed out waiting for {what}")
+        if now - said > 10:
+            log.info("still waiting for %s (%.0f s)", what, now - start)
+            said = now
+        time.sleep(0.3)
+
+
+def take(page, url: str, out: Path, min_points: int) -> None:
+    page.goto(url)
+    page.wait_for_function(READY, timeout=120_000)
+    page.locator("select").first.select_option(label=SAMPLE_TITLE)
+    page.get_by_text("N = 450 points").first.wait_for(timeout=60_000)
+    iters = page.get_by_label("Iterations")
+    iters.fill("5000")  # far more than the picture needs: the fit is still running when it is taken
+    iters.press("Enter")
+    train = page.get_by_role("button", name="▶ Train", exact=True)
+    train.scroll_into_view_if_needed()
+    for _ in range(3):  # a click in the middle of a page update can go unanswered: try again
+        train.click()
+        try:
+            page.get_by_text("it/s").first.wait_for(timeout=30_000)
+            break
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError
+            log.info("training has not started; pressing Train again")
+    else:
+        raise RuntimeError("the page did not start training")
+
+    def length(col):
+        return page.evaluate(COLUMN_LENGTH, col)
+
+    _wait_until(lambda: length("objective") >= min_points, 300, f"{min_points} points of the objective curve")
+    _wait_until(lambda: length("image") > 0 and length("colour") > 0, 120, "the shaded latent map")
+    # a click on the map shows the output predicted there (the reconstruction panel)
+    pos = page.evaluate(CLICK_TARGET)
+    if pos is not None:
+        page.mouse.click(*pos)
+        page.get_by_text("Nearest training point #").first.wait_for(timeout=60_000)
+    time.sleep(2.0)  # one more round of page updates, so map, bars and curve show the same iteration
+    if page.get_by_role("button", name="■ Stop", exact=True).is_disabled():
+        raise RuntimeError("the fit ended before the picture was taken: raise the iteration count")
+    page.evaluate("() => window.scrollTo(0, 0)")
+    png = page.screenshot(full_page=False)
+    logging.getLogger("bokeh").setLevel(logging.ERROR)  # the session's end is not news
+    page.get_by_role("button", name="■ Stop", exact=True).click()
+    _save_small(png, out)
+
+
+def _save_small(png: bytes, out: Path) -> None:
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    small = image.quantize(colors=128, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    small.save(out, optimize=True)
+    log.info("wrote %s (%d x %d, %.0f kB)", out, *small.size, out.stat().st_size / 1e3)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshot.png")
+    p.add_argument("--chromium", default=None, help="Chromium executable (default: Debian's /usr/bin/chromium)")
+    p.add_argument("--min-points", type=int, default=60,
+                   help="objective points drawn before the picture is taken (default 60)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    chromium = _find_chromium(args.chromium)
+
+    import panel as pn
+    from playwright.sync_api import sync_playwright
+
+    from gplvm_explorer import warmup
+    from gplvm_explorer.app import create_app
+    from gplvm_explorer.serving import SERVER_OPTIONS
+
+    warmup.start()
+    port = _free_port()
+    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1", websocket_origin=[f"127.0.0.1:{port}"],
+                      threaded=True, show=False, liveness=True, **SERVER_OPTIONS)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/liveness", 60)
+        log.info("compiling the numerical kernels (once; cached on disk)...")
+        warmup.wait(timeout=600)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport=VIEWPORT)
+                try:
+                    take(page, f"http://127.0.0.1:{port}/app", args.out, args.min_points)
+                except Exception:
+                    failed = args.out.with_name(args.out.stem + "-failed.png")
+                    page.screenshot(path=str(failed), full_page=True)
+                    log.error("the page at the failure: %s", failed)
+                    raise
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
