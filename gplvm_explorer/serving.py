@@ -4,14 +4,16 @@ Everything here is immutable process-wide configuration (constants, a
 read-only mapping, an environment variable read on demand, a cached
 read-only dataset); nothing holds per-session state.
 
-Uploads: the browser sends a FileInput's file base64-encoded in *one*
-websocket message (4/3 of the file's size plus a little JSON). Tornado closes
-the websocket, silently for the user, when a message exceeds the server's
-``websocket_max_message_size`` (Bokeh's default: 20 MiB, i.e. files of about
-15 MB). So the server's limit is set explicitly, well above what an accepted
-upload needs, and `UPLOAD_LIMIT_BYTES` is the largest file the app accepts;
-a bigger one that still reaches the server is refused with a message naming
-the limit and the command-line alternative (``gplvm-explorer FILE``).
+Uploads: Tornado closes the websocket, silently for the user, when a message
+exceeds the server's ``websocket_max_message_size`` (Bokeh's default:
+20 MiB). Panel's FileInput sends a file base64-encoded in *one* message (4/3
+of its size), so it killed the page for files above ~15 MB. The app's upload
+widget (`upload_widget`) refuses files over `UPLOAD_LIMIT_BYTES` in the
+browser, before sending, and sends accepted ones in chunks; the server's
+limit is still set explicitly, well above what an upload needs, and a file
+over the limit that reaches the data layer some other way is refused with a
+message naming the limit and the command-line alternative
+(``gplvm-explorer FILE``).
 """
 
 from __future__ import annotations
@@ -197,13 +199,20 @@ def upload_widget(**params):
     size is 20 MB"); accepted files travel in chunks of `UPLOAD_CHUNK_BYTES`,
     so no websocket message comes near the server's limit (even Bokeh's
     default). Show `upload_hint()` beside it for what to do with bigger
-    files. Its ``value`` is a dict {file name: bytes}; read it with
+    files. Its ``value`` is a dict {file name: bytes or str}; read it with
     `uploaded_file`.
+
+    The dropper checks file types by the MIME type the browser reports,
+    which is empty for ``.npy`` / ``.npz`` / ``.parquet`` and differs between
+    systems for ``.csv`` (``application/vnd.ms-excel`` on Windows), so it
+    would refuse good files: it is given no type list, and the data layer
+    (which reads the extension and the content) refuses other files with a
+    message. `UPLOAD_EXTENSIONS` lists what that layer reads.
     """
     import panel as pn
 
     options = dict(
-        accepted_filetypes=list(UPLOAD_EXTENSIONS),
+        accepted_filetypes=[],
         max_file_size=f"{UPLOAD_LIMIT_BYTES // 1_000_000}MB",
         chunk_size=UPLOAD_CHUNK_BYTES,
         multiple=False,

@@ -22,6 +22,38 @@ def poll(fn, timeout: float = 20.0, every: float = 0.25):
     return value
 
 
+# Text of the Data card's summary (written by the server once a data set is loaded): name, N, D, labels.
+DATA_SUMMARY = """
+() => {
+  const out = [];
+  const visit = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.classList.contains('gx-summary'))
+        for (const n of (el.shadowRoot || el).querySelectorAll('p, li')) out.push(n.textContent);
+      if (el.shadowRoot) visit(el.shadowRoot);
+    }
+  };
+  visit(document);
+  return out.join('\\n');
+}
+"""
+
+
+def data_summary(page) -> str:
+    return page.evaluate(DATA_SUMMARY)
+
+
+def wait_loaded(page, name: str, timeout: float = 30.0) -> str:
+    """Wait until the Data card's summary names ``name``; the summary.
+
+    The upload widget shows a file's name as soon as it is picked, so a
+    name elsewhere in the page does not mean the server has loaded it.
+    """
+    summary = poll(lambda: (lambda s: s if name in s else "")(data_summary(page)), timeout=timeout)
+    assert summary, f"{name!r} was not loaded (the Data card shows: {data_summary(page)!r})"
+    return summary
+
+
 def wait_text(page, text, timeout: float = 60_000) -> None:
     page.get_by_text(text).first.wait_for(state="visible", timeout=timeout)
 

@@ -6,11 +6,15 @@ import param
 
 from ..catalog import CATALOG, INITS, OPTIMIZERS
 from ..explorer import Explorer
+from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
 from ..training.worker import ACTIVE, Status
-from .common import OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, escape, sync
+from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, escape, sync
 
 _ACTIVE = {s.value for s in ACTIVE}
+
+# the upload widget's refusal ("Maximum file size is 20 MB") is faint and tiny by default
+_DROPPER_CSS = ".filepond--file-status-sub, .filepond--file-info-sub { opacity: 1; font-size: .75rem; }"
 
 
 def _alert_text(text: str) -> str:
@@ -29,9 +33,13 @@ class DataPanel(pn.viewable.Viewer):
                                                options=data.sample_titles(), value=data.sample,
                                                sizing_mode="stretch_width")
         sync(self.sample_select, data, "sample")
-        self.file_input = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npy,.npz,.parquet,.pq", multiple=False,
-                                               sizing_mode="stretch_width", label="Upload a file")
+        # a FileDropper: a file over the upload limit is refused in the browser before anything is
+        # sent, and accepted files travel in chunks well under the websocket's message limit
+        self.file_input = upload_widget(sizing_mode="stretch_width", stylesheets=[_DROPPER_CSS])
         self.file_input.param.watch(self._on_upload, "value")
+        self.upload_hint = pn.pane.HTML(f"<p>{escape(upload_hint())}</p>", margin=(0, 10),
+                                        sizing_mode="stretch_width", stylesheets=[MUTED_MD],
+                                        css_classes=["gx-upload-hint"])
         self.label_select = pn.widgets.Select(label="Label column (colours only)", options=[NO_LABEL],
                                               value=NO_LABEL, sizing_mode="stretch_width", visible=False)
         sync(self.label_select, data, "label_column")
@@ -45,8 +53,14 @@ class DataPanel(pn.viewable.Viewer):
         self._refresh()
 
     def _on_upload(self, event):
-        if event.new is not None:
-            self.explorer.data.load_upload(event.new, self.file_input.filename or "upload")
+        got = uploaded_file(event.new)
+        if got is None:
+            return
+        name, content = got
+        # taken out of the dropper: the value is announced again when the dropper later reports the
+        # file removed (replaced by the next one), and must not load twice; the bytes are not kept twice
+        self.file_input.value.pop(name, None)
+        self.explorer.data.load_upload(content, name)
 
     def _refresh(self, *events):
         data = self.explorer.data
@@ -72,8 +86,8 @@ class DataPanel(pn.viewable.Viewer):
             self.sample_select,
             pn.pane.HTML("<div class='gx-or'>or upload CSV / TSV / NPY / NPZ / Parquet</div>", margin=(0, 10),
                          stylesheets=[STYLESHEET]),
-            self.file_input, self.label_select, self.standardize, self.error, self.summary, self.warnings,
-            sizing_mode="stretch_width",
+            self.file_input, self.upload_hint, self.label_select, self.standardize, self.error, self.summary,
+            self.warnings, sizing_mode="stretch_width",
         )
 
 
@@ -225,6 +239,9 @@ def progress_text(tr) -> str:
     if st == "starting":
         return "Building the model…"
     name = tr.objective_name
+    if st == "finished" and tr.opened:
+        return (f"Saved model {tr.opened} opened · {name} {_fmt(tr.objective)} · explore it, "
+                "or press Train to fit again")
     if st in ("finished", "stopped"):
         word = "Finished" if st == "finished" else "Stopped"
         if tr.iteration == 0 and tr.objective is None:

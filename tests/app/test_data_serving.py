@@ -72,8 +72,9 @@ def test_upload_widget_checks_size_in_the_browser_and_chunks():
     assert isinstance(w, pn.widgets.FileDropper)
     assert w.max_file_size == "20MB" and not w.multiple
     assert serving.message_bytes_for_upload(w.chunk_size) < 20 * 2**20  # fits even Bokeh's default
-    assert {".csv", ".tsv", ".txt", ".npy", ".npz"} <= set(w.accepted_filetypes)
-    assert set(w.accepted_filetypes) == set(serving.UPLOAD_EXTENSIONS)
+    # no type list: the dropper matches browser-reported MIME types, empty for .npy / .npz / .parquet,
+    # and would refuse them; the data layer refuses other files with a message
+    assert w.accepted_filetypes == []
 
 
 def test_uploaded_file_reads_dropper_and_input_values():
@@ -81,3 +82,23 @@ def test_uploaded_file_reads_dropper_and_input_values():
     assert serving.uploaded_file({"a.csv": b"1,2"}) == ("a.csv", b"1,2")
     assert serving.uploaded_file({"a.csv": "1,2"}) == ("a.csv", b"1,2")
     assert serving.uploaded_file(b"xy") == ("upload", b"xy")
+
+
+def test_data_panel_loads_a_dropped_file_once():
+    pytest.importorskip("panel")
+    from gplvm_explorer.explorer import Explorer
+    from gplvm_explorer.views import DataPanel
+
+    ex = Explorer()
+    dp = DataPanel(explorer=ex)
+    assert isinstance(dp.file_input, type(serving.upload_widget()))
+    rows = "\n".join(f"{i},{i % 3},{i * 0.5}" for i in range(25))
+    dp.file_input.value = {"dropped.csv": "a,b,c\n" + rows}  # text files arrive decoded
+    assert ex.data.error == "" and ex.data.upload_name == "dropped.csv" and ex.data.dataset.n == 25
+    ex.data.sample = "swiss-roll"
+    assert ex.data.dataset.d == 3
+    # the dropper announces its value again when it reports the old file removed: no second load
+    dp.file_input.param.trigger("value")
+    assert ex.data.dataset.d == 3
+    dp.file_input.value = {}  # the file removed: not an upload
+    assert ex.data.dataset.d == 3 and ex.data.error == ""

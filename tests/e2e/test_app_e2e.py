@@ -8,6 +8,7 @@ import re
 import time
 
 import pytest
+from browserkit import wait_loaded
 
 pytestmark = [
     pytest.mark.e2e,
@@ -178,7 +179,7 @@ def test_upload_valid_then_malformed_keeps_previous(page, served_app, artifacts,
                     f"{'ABC'[i % 3]}")
     good.write_text("\n".join(rows) + "\n")
     page.locator("input[type=file]").set_input_files(str(good))
-    wait_text(page, "measurements", timeout=30_000)
+    wait_loaded(page, "measurements", timeout=30)
     assert page.get_by_text(re.compile(r"40\s+points")).first.is_visible()
     # choose the label column: the points will be coloured by species
     page.get_by_label("Label column (colours only)").select_option("species")
