@@ -9,12 +9,16 @@ cluster (``engine.DaskBackend``).
 
 FILE (optional) is a CSV / TSV / TXT / NPY / NPZ / Parquet file read from disk and
 offered in every browser session, with no upload: the way to explore files
-bigger than the upload limit. The server's websocket message limit is set
+bigger than the upload limit. FILE may also be a saved model (``gplvm-explorer fit
+-o model.npz``, or the page's export): every session opens it as a finished
+result to explore without training (`gplvm_explorer.saved_model`). The
+server's websocket message limit is set
 explicitly (see `gplvm_explorer.serving`).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -27,7 +31,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="gplvm-explorer", description="Serve GPLVM Explorer in the browser.")
     p.add_argument("file", nargs="?", default=None, metavar="FILE",
                    help="a data file (CSV/TSV/TXT/NPY/NPZ/Parquet) to offer in every session; read from disk, "
-                        "so it may be bigger than the upload limit")
+                        "so it may be bigger than the upload limit; or a saved model (.npz) to explore "
+                        "without training")
     p.add_argument("--label", default=None, metavar="COLUMN",
                    help="label column of FILE (name, or 0-based index): colours the points, left out of the model")
     p.add_argument("--model", default=None, help="model to select (e.g. bayesian, gplvm)")
@@ -55,11 +60,32 @@ def check_file(path: str, label=None) -> tuple[Path | None, str]:
     from gplvm_explorer.data import load_file
 
     p = Path(path).expanduser()
+    from gplvm_explorer import saved_model
+
+    if saved_model.is_model_file(p):  # a model saved by `gplvm-explorer fit` or the page: opened, not retrained
+        if label is not None:
+            return None, "--label applies to data files; a saved model has no label column."
+        try:
+            model = saved_model.load(p, p.name)
+        except DataError as exc:
+            return None, str(exc)
+        spec = saved_model.spec_for(model)
+        N, D = model._Y_data.shape
+        return p.resolve(), (f"{p.name}: a saved {spec.display_name} (N={N} rows, D={D} features, "
+                             f"Q={model.latent_dim}, {model.objective_name} {model.objective():.6g})")
     try:
         ds = load_file(p, label_column=label, limits=CLI_LIMITS)
     except DataError as exc:
         return None, str(exc)
     return p.resolve(), ds.summary()
+
+
+@functools.lru_cache(maxsize=4)
+def _saved_model(path: str, mtime_ns: int):
+    """The model in a saved model file, loaded once per server (sessions get copies)."""
+    from gplvm_explorer import saved_model
+
+    return saved_model.load(path, Path(path).name)
 
 
 def page_settings(args) -> dict:
@@ -85,6 +111,16 @@ def session_page(build=None):
     settings = dict(serving.preload_settings())
     label = settings.pop("label", None)
     path = serving.preload_path()
+    from gplvm_explorer import saved_model
+
+    if path is not None and saved_model.is_model_file(path):
+        try:
+            model = _saved_model(str(path), path.stat().st_mtime_ns).copy()
+        except Exception as exc:  # noqa: BLE001 - e.g. the file changed since the server started
+            ex.page_error = f"Could not open the saved model {path.name}: {exc}"
+        else:
+            saved_model.open_model(ex, model, path.name)
+        return page  # the saved model's settings are the page's; command-line settings do not apply
     if path is not None:
         def loader(label_column, standardize):
             return serving.preloaded_dataset(label_column=label_column, standardize=standardize)
@@ -150,6 +186,11 @@ def main(argv=None) -> int:
             return 2
         os.environ[PRELOAD_ENV] = str(path)  # read by every session (gplvm_explorer.serving)
         print(f"Data file: {summary}", flush=True)
+        from gplvm_explorer.saved_model import is_model_file
+
+        if settings and is_model_file(path):
+            print("note: the saved model's own settings are shown; --model, --latent-dim and --num-inducing "
+                  "are ignored", file=sys.stderr, flush=True)
     os.environ[SETTINGS_ENV] = json.dumps(dict(settings, **({"label": label} if label is not None else {})))
     import panel as pn
 

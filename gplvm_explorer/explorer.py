@@ -17,7 +17,7 @@ from . import warmup
 from .catalog import Budget
 from .dispatch import Dispatcher
 from .export import latent_nn_errors, latent_nn_errors_apply, summary_text
-from .data import DataError
+from .data import DataError, Limits
 from .data.mapped import training_dataset
 from .state.data import LoadedData
 from .state.deep import DeepLayers
@@ -61,6 +61,7 @@ class Explorer(param.Parameterized):
         self.multiview = MultiView(self.dispatcher)
         self.deep = DeepLayers(self.dispatcher)  # per-layer maps of models with layers
         self.data.param.watch(self._on_dataset, ["dataset"])
+        self.data.param.watch(self._on_saved_model, ["saved_model"])
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
         self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
@@ -119,6 +120,20 @@ class Explorer(param.Parameterized):
         self.inputs.set_dataset(ds)
         if ds is not None:
             self.settings.set_data_shape(ds.n, ds.d)
+
+    def _on_saved_model(self, event) -> None:
+        if event.new is None:
+            return
+        from . import saved_model
+
+        content, name = event.new
+        self.data.saved_model = None  # taken: the same file uploaded again opens again
+        try:  # the arrays of an upload may unpack to at most a few times the upload limit
+            model = saved_model.load(content, name, max_unpacked=8 * Limits().max_bytes)
+        except DataError as exc:
+            self.data.error = f"Could not open the model: {exc}"
+            return
+        saved_model.open_model(self, model, name)
 
     def _on_status(self, event) -> None:
         status = Status(event.new)

@@ -37,6 +37,8 @@ class LoadedData(param.Parameterized):
     upload_name = param.String(default="")
     error = param.String(default="", doc="Last loading error; the previous data stays loaded.")
     locked = param.Boolean(default=False, doc="True while a training runs: loading is refused.")
+    saved_model = param.Parameter(default=None, doc="(bytes, file name) of an uploaded saved model, "
+                                                    "for the explorer to open (`gplvm_explorer.saved_model`).")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -112,6 +114,12 @@ class LoadedData(param.Parameterized):
         if not content:
             self.error = f"{filename or 'The file'} is empty."
             return False
+        from ..saved_model import is_model_file
+
+        if is_model_file(content):  # a trained model, not data: the explorer opens it
+            self.error = ""
+            self.saved_model = (content, filename)
+            return not self.error
         columns: list[str] = []
         if str(filename).lower().endswith((".csv", ".tsv", ".txt", ".parquet", ".pq")):
             try:

@@ -56,6 +56,7 @@ class TrainingRun(param.Parameterized):
     result = param.Parameter(default=None, doc="Latest TrainedResult of this run (immutable).")
     config = param.Parameter(default=None, doc="ModelConfig of this run.")
     dataset = param.Parameter(default=None, doc="The Dataset this run trains on.")
+    opened = param.String(default="", doc="Name of the saved model on show (opened, not trained here), else ''.")
 
     def __init__(self, dispatcher: Dispatcher, limiter: Limiter | None = None, build=None,
                  publish_interval: float = 1.0, notify_interval: float = 0.2, **params):
@@ -106,6 +107,7 @@ class TrainingRun(param.Parameterized):
             self.max_iters = int(config.max_iters)
             self.objective_name = config.spec.objective_name
             self.details = ""
+            self.opened = ""
             self.message, self.message_kind = _MESSAGES[Status.STARTING], "info"
             self.status = Status.STARTING.value  # the run exists; its events take over from here
         try:
@@ -115,6 +117,26 @@ class TrainingRun(param.Parameterized):
             self._job = None
             self.status, self.message, self.message_kind = Status.FAILED.value, f"Could not start: {exc}", "danger"
             return False
+        return True
+
+    def show_result(self, result: TrainedResult, name: str) -> bool:
+        """Show a model trained elsewhere (a saved model file called ``name``) as a finished run."""
+        if self.active:
+            self.message, self.message_kind = "A training is running: stop it before opening a model.", "warning"
+            return False
+        was = self.status
+        with param.parameterized.batch_call_watchers(self):
+            self.run_id = max(self.run_id + 1, int(result.run_id))  # events of older runs are ignored
+            self.trace.clear()
+            self.config, self.dataset, self.result = result.config, result.dataset, result
+            self.iteration, self.max_iters, self.elapsed, self.queue_position = 0, 0, 0.0, 0
+            self.objective, self.objective_name = float(result.objective), result.objective_name
+            self.details = ""
+            self.opened = name
+            self.message, self.message_kind = "", "info"
+            self.status = Status.FINISHED.value
+        if was == Status.FINISHED.value:  # no change, no event: the page still has to hear of the new result
+            self.param.trigger("status")
         return True
 
     def pause(self) -> None:

@@ -1,0 +1,162 @@
+"""Open a saved model on the page: explore it without training again.
+
+A model file is the .npz `engine.io.save_model` writes (``gplvm-explorer fit
+... -o model.npz``, the page's "Trained model (NPZ)" export). Opened with
+``gplvm-explorer model.npz`` (or `open_model` from code), the page shows the
+model's own data as "your data", its settings on the model card (so Train fits
+again from scratch with them), and the model itself as a finished result: the
+latent map, its variance shading, the ARD bars and the reconstruction come
+straight from the saved parameters. Files are read with ``allow_pickle=False``.
+
+Models with inputs besides the data matrix (the dynamical GP-LVM's times, MRD's
+views, the deep GP's layers) are refused with a message: load them with
+``engine.io.load_model`` instead.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .catalog import CATALOG, KERNELS, ModelConfig, ModelSpec
+from .data import DataError, Dataset
+from .text import quote
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["is_model_file", "load", "config_for", "dataset_for", "result_for", "open_model"]
+
+#: Entries every file written by engine.io.save_model holds.
+MODEL_ENTRIES = ("format_version.npy", "model_class.npy")
+
+
+def _source(source):
+    return io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).expanduser()
+
+
+def is_model_file(source) -> bool:
+    """True when ``source`` (a path or a file's bytes) is an .npz written by `engine.io.save_model`."""
+    try:
+        with zipfile.ZipFile(_source(source)) as z:
+            names = set(z.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+    return all(entry in names for entry in MODEL_ENTRIES)
+
+
+def spec_for(model) -> ModelSpec:
+    """The catalog entry of ``model``'s class; DataError for the models the page cannot open."""
+    name = type(model).__name__
+    for spec in CATALOG.values():
+        if spec.engine_class == name:
+            if spec.inputs:
+                raise DataError(f"A saved {spec.display_name} cannot be opened in the app yet (it needs its "
+                                f"{', '.join(spec.inputs)} as well); load it with engine.io.load_model.")
+            return spec
+    raise DataError(f"The app cannot show a saved {name}; load it with engine.io.load_model.")
+
+
+#: Largest total size of the arrays in a model file, uncompressed (a small file may unpack to a lot).
+MAX_UNPACKED_BYTES = 2 * 1024 ** 3
+
+
+def load(source, name: str = "model.npz", max_unpacked: int = MAX_UNPACKED_BYTES):
+    """The engine model saved in ``source`` (path or bytes), checked to be one the page can show.
+
+    Raises `DataError` with a message for people when the file is damaged, not a
+    model, or its arrays would take more than ``max_unpacked`` bytes.
+    """
+    from engine import EngineError
+    from engine.io import load_model
+
+    try:
+        with zipfile.ZipFile(_source(source)) as z:
+            unpacked = sum(info.file_size for info in z.infolist())
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        raise DataError(f"{quote(name)} is not a model file the app can read ({exc}).") from None
+    if unpacked > max_unpacked:
+        raise DataError(f"{quote(name)} unpacks to {unpacked / 1e6:.0f} MB of arrays, more than the "
+                        f"{max_unpacked / 1e6:.0f} MB the app opens.")
+    try:
+        model = load_model(_source(source))
+    except (EngineError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{quote(name)} is not a model the app can open: {exc}") from None
+    spec_for(model)
+    return model
+
+
+def _kernel_settings(model) -> dict:
+    """kernel family, bias, white of ``model``'s kernel, as the model card names them."""
+    spec = model._kernel.to_spec()
+    parts = spec.get("parts", [spec]) if spec.get("type") == "sum" else [spec]
+    types = [p.get("type") for p in parts]
+    family = next((t for t in types if t in KERNELS), "rbf")
+    return {"kernel": family, "bias": "bias" in types, "white": "white" in types}
+
+
+def config_for(model, max_iters: int = 300) -> ModelConfig:
+    """The settings that build a model like ``model`` (for Train, the summary and the views)."""
+    spec = spec_for(model)
+    kwargs = dict(model=spec.key, latent_dim=int(model.latent_dim), max_iters=int(max_iters),
+                  **_kernel_settings(model))
+    if spec.uses_inducing:
+        kwargs["num_inducing"] = int(model.num_inducing)
+    if spec.minibatch:
+        kwargs["batch_size"] = int(getattr(model, "batch_size", ModelConfig.batch_size))
+        kwargs["optimizer"] = spec.optimizers[0]
+    return ModelConfig(**kwargs)
+
+
+def dataset_for(model, name: str) -> Dataset:
+    """The data ``model`` was trained on, as the page's `Dataset` (no labels, nothing dropped or scaled)."""
+    from .data.frames import from_array
+
+    Y = np.asarray(model._Y_data, dtype=float)
+    return from_array(Y, None, name=name, standardize=False, drop_constant=False)
+
+
+def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int):
+    """A final `TrainedResult` of ``model`` as it is (the same arrays the training worker publishes)."""
+    from .training.worker import TrainedResult
+
+    state = model.snapshot_state()
+    X_mean = np.array(state["X_mean"], dtype=float)
+    X_var = state.get("X_variance")
+    X_var = None if X_var is None else np.array(X_var, dtype=float)
+    rel = np.array(state["relevance"], dtype=float)
+    for arr in (X_mean, X_var, rel):
+        if arr is not None:
+            arr.setflags(write=False)
+    params = {k: v for k, v in dict(state.get("parameters", {})).items() if k not in ("X_mean", "X_variance")}
+    return TrainedResult(run_id=run_id, iteration=0, objective=float(model.objective()),
+                         objective_name=model.objective_name, model=model, X_mean=X_mean, X_variance=X_var,
+                         relevance=rel, parameters=params, config=config, dataset=dataset, final=True,
+                         jitter=float(getattr(model, "jitter", 0.0) or 0.0))
+
+
+def open_model(explorer, model, name: str) -> bool:
+    """Show ``model`` on ``explorer``'s page as a finished result; False (and a message) if it cannot."""
+    try:
+        config = config_for(model, max_iters=explorer.settings.max_iters)
+        dataset = dataset_for(model, name)
+    except DataError as exc:
+        explorer.data.error = f"Could not open {quote(name)}: {exc}"
+        return False
+
+    def loader(label_column, standardize):  # the model's data: fixed, whatever the data card says
+        return dataset
+
+    if not explorer.data.load_given(loader, name, (), None):
+        return False
+    settings = explorer.settings
+    for key in ("model", "kernel", "bias", "white", "latent_dim", "num_inducing", "batch_size", "optimizer"):
+        try:
+            setattr(settings, key, getattr(config, key))
+        except ValueError as exc:  # e.g. Q=1, below the card's range: the result is shown all the same
+            logger.info("Saved model %s: setting %s not applied (%s)", name, key, exc)
+    settings.validate()
+    result = result_for(model, config, explorer.data.dataset, explorer.training.run_id + 1)
+    return explorer.training.show_result(result, name)
