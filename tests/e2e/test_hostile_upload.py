@@ -8,7 +8,8 @@ message limit. Before, the browser sent a file base64-encoded in one
 websocket message; a file too big for the server's limit closed the
 connection and the page went dead without a word. The tests serve the app
 with its own options (`gplvm_explorer.serving.SERVER_OPTIONS`, as the CLI
-does) and watch the bytes the page sends on its websocket.
+does), or with Bokeh's default limit as plain ``panel serve`` does, and
+watch the bytes the page sends on its websocket.
 """
 from __future__ import annotations
 
@@ -94,6 +95,25 @@ def _open_counting_sent_bytes(page, url) -> list:
 
 def _refused_in_browser(text: str, name: str) -> bool:
     return name in text and "File is too large" in text and f"Maximum file size is {LIMIT_MB}" in text
+
+
+@pytest.fixture(scope="module")
+def default_limits_app(chromium_path):
+    """The app served with Bokeh's default websocket message limit (20 MiB), as plain `panel serve`."""
+    import panel as pn
+
+    from gplvm_explorer.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1",
+                      websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False, liveness=True)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/liveness", 30)
+        yield f"http://127.0.0.1:{port}/app"
+    finally:
+        server.stop()
 
 
 def _text(page) -> str:
@@ -193,3 +213,19 @@ def test_upload_over_the_websocket_limit_is_refused_in_the_browser(page, upload_
     # the session is alive: the server answers a change of data set
     page.get_by_label("Data set (bundled sample or your file)").select_option(label="Swiss roll (3-D)")
     wait_loaded(page, "swiss-roll")  # the page still answers
+
+
+def test_upload_near_the_limit_travels_in_chunks_under_the_default_websocket_limit(page, default_limits_app,
+                                                                                    tmp_path):
+    """19 MB as one base64 message (25 MB) would close a 20 MiB websocket; in chunks it loads."""
+    frames: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: frames.append(len(payload))))
+    page.goto(default_limits_app)
+    page.wait_for_function(READY, timeout=120_000)
+    path = tmp_path / "nineteen-megabytes.npy"
+    np.save(path, np.random.default_rng(4).normal(size=(5000, 470)))
+    assert 18_000_000 < path.stat().st_size <= UPLOAD_LIMIT_BYTES
+    page.locator("input[type=file]").first.set_input_files(str(path))
+    assert "N = 5000 points, D = 470 features" in wait_loaded(page, path.name, timeout=120)
+    assert sum(frames) > path.stat().st_size  # the file was sent ...
+    assert max(frames) < 8 * 2**20  # ... in messages far below the 20 MiB limit
