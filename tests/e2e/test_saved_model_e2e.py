@@ -1,0 +1,100 @@
+"""`gplvm-explorer model.npz`: the served page opens a saved model, ready to explore, without training."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from .conftest import ROOT, _wait_http, free_port
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
+]
+
+N, Q = 53, 3
+READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+# the longest data column called ``col`` on the page (-1: none)
+COLUMN_LENGTH = """(col) => {
+  let n = -1;
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    const d = m.data; if (!d || m.selected === undefined) continue;
+    const v = d instanceof Map ? d.get(col) : d[col];
+    if (v !== undefined) n = Math.max(n, v.length);
+  }
+  return n;
+}"""
+# page pixel of the latent map's centre
+MAP_CENTRE = """() => {
+  function* walk(v) { yield v; if (v.children) for (const c of v.children()) yield* walk(c); }
+  for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
+    const t = v.model && v.model.title;
+    if (!(t && (t.text === 'Latent space' || t === 'Latent space') && v.frame)) continue;
+    const box = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+    return [box.left + f.left + 0.5 * f.width, box.top + f.top + 0.5 * f.height];
+  }
+  return null;
+}"""
+
+
+@pytest.fixture
+def served_model(tmp_path, chromium_path):
+    import engine
+    from engine.io import save_model
+
+    rng = np.random.default_rng(5)
+    t = rng.uniform(-2, 2, size=(N, 1))
+    Y = np.hstack([np.sin(t * (j + 1)) for j in range(6)]) + 0.05 * rng.standard_normal((N, 6))
+    model = engine.BayesianGPLVM(Y, Q, num_inducing=10)
+    engine.fit(model, max_iters=20)
+    path = tmp_path / "saved model.npz"
+    save_model(model, path)
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    log = open(tmp_path / "server.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gplvm_explorer.cli", str(path), "--port", str(port), "--address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/liveness", timeout=120)
+        except RuntimeError:
+            log.seek(0)
+            pytest.fail(f"the CLI did not serve: {log.read()[-3000:]}")
+        yield f"http://127.0.0.1:{port}/", path, model.objective()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.mark.timeout(240)
+def test_cli_opens_a_saved_model_to_explore(served_model, page, artifacts):
+    url, path, objective = served_model
+    page.goto(url)
+    page.wait_for_function(READY, timeout=90_000)
+    try:
+        page.get_by_text(f"Saved model {path.name} opened").first.wait_for(timeout=60_000)
+        # the latent map (every row), the ARD bars (one per latent dimension), without a Train click
+        page.wait_for_function(f"({COLUMN_LENGTH})('colour') === {N}", timeout=60_000)
+        page.wait_for_function(f"({COLUMN_LENGTH})('dimension') === {Q}", timeout=30_000)
+    except Exception:
+        page.screenshot(path=str(artifacts / "saved_model_failed.png"), full_page=True)
+        raise
+    assert page.get_by_text(f"N = {N} points").count() >= 1
+    assert page.get_by_text(f"ELBO {objective:.6g}").count() >= 1  # the saved bound, not a new fit
+    assert page.get_by_role("button", name="▶ Train", exact=True).is_enabled()
+    # clicking the map reconstructs there, from the saved parameters
+    pos = page.evaluate(MAP_CENTRE)
+    assert pos is not None, "latent map not found"
+    page.mouse.click(*pos)
+    page.get_by_text("Nearest training point #").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts / "saved_model.png"), full_page=True)
