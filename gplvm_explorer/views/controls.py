@@ -14,7 +14,8 @@ from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, esca
 _ACTIVE = {s.value for s in ACTIVE}
 
 # the upload widget's refusal ("Maximum file size is 20 MB") is faint and tiny by default
-_DROPPER_CSS = ".filepond--file-status-sub, .filepond--file-info-sub { opacity: 1; font-size: .75rem; }"
+_DROPPER_CSS = (".filepond--file-status .filepond--file-status-sub, .filepond--file-info .filepond--file-info-sub "
+                "{ opacity: 1; font-size: .75rem; }")
 
 
 def _alert_text(text: str) -> str:
