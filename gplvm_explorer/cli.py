@@ -81,11 +81,15 @@ def check_file(path: str, label=None) -> tuple[Path | None, str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _saved_model(path: str, mtime_ns: int):
-    """The model in a saved model file, loaded once per server (sessions get copies)."""
+def _saved_model(path: str, mtime_ns: int) -> tuple:
+    """(model, labels, label name) of a saved model file, loaded once per server (sessions get copies)."""
     from gplvm_explorer import saved_model
 
-    return saved_model.load(path, Path(path).name)
+    model = saved_model.load(path, Path(path).name)
+    labels, label_name = saved_model.read_labels(path, model.parameters["X_mean"].shape[0])
+    if labels is not None:
+        labels.setflags(write=False)
+    return model, labels, label_name
 
 
 def page_settings(args) -> dict:
@@ -115,11 +119,12 @@ def session_page(build=None):
 
     if path is not None and saved_model.is_model_file(path):
         try:
-            model = _saved_model(str(path), path.stat().st_mtime_ns).copy()
+            model, labels, label_name = _saved_model(str(path), path.stat().st_mtime_ns)
+            model = model.copy()
         except Exception as exc:  # noqa: BLE001 - e.g. the file changed since the server started
             ex.page_error = f"Could not open the saved model {path.name}: {exc}"
         else:
-            saved_model.open_model(ex, model, path.name)
+            saved_model.open_model(ex, model, path.name, labels, label_name)
         return page  # the saved model's settings are the page's; command-line settings do not apply
     if path is not None:
         def loader(label_column, standardize):

@@ -133,7 +133,8 @@ class Explorer(param.Parameterized):
         except DataError as exc:
             self.data.error = f"Could not open the model: {exc}"
             return
-        saved_model.open_model(self, model, name)
+        labels, label_name = saved_model.read_labels(content, model.parameters["X_mean"].shape[0])
+        saved_model.open_model(self, model, name, labels, label_name)
 
     def _on_status(self, event) -> None:
         status = Status(event.new)

@@ -68,14 +68,18 @@ def imputed_csv(result: TrainedResult) -> bytes:
 
 
 def model_npz(result: TrainedResult) -> bytes:
-    """The trained model as an .npz the engine loads again (no pickle)."""
+    """The trained model as an .npz the engine loads again (no pickle), with the rows' labels for the app."""
     if result is None or not result.final:
         raise ValueError("Export the model once training has finished or been stopped.")
-    from engine import io as engine_io
+    from .saved_model import write
 
+    ds = result.dataset
+    labels = getattr(ds, "labels", None)
+    if labels is not None and len(labels) != result.X_mean.shape[0]:
+        labels = None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.npz")
-        engine_io.save_model(result.model, path)
+        write(result.model, path, labels, getattr(ds, "label_name", None))
         with open(path, "rb") as fh:
             return fh.read()
 

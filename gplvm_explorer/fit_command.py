@@ -332,10 +332,11 @@ def _replace_atomically(path: Path, write) -> None:
             tmp.unlink()
 
 
-def save_outputs(model, out: Path, coords: Path | None) -> None:
-    from engine.io import save_model
+def save_outputs(model, out: Path, coords: Path | None, labels=None, label_name: str | None = None) -> None:
+    """The model (with the rows' labels, which the app shows when it opens the file) and the coordinates."""
+    from gplvm_explorer.saved_model import write
 
-    _replace_atomically(out, lambda fh: save_model(model, fh))
+    _replace_atomically(out, lambda fh: write(model, fh, labels, label_name))
     if coords is not None:
         X = np.asarray(model.parameters["X_mean"], dtype=float)
         header = ",".join(f"x{q + 1}" for q in range(X.shape[1]))
@@ -420,7 +421,7 @@ def run(args) -> int:
             print(f"error: the fit failed: {_message(failure)}", file=err)
             return EXIT_FIT_FAILED
         try:
-            save_outputs(model, out, coords)
+            save_outputs(model, out, coords, ds.labels, ds.label_name)
         except OSError as exc:
             print(f"error: cannot write the output: {exc}", file=err)
             return EXIT_OUTPUT

@@ -8,6 +8,10 @@ again from scratch with them), and the model itself as a finished result: the
 latent map, its variance shading, the ARD bars and the reconstruction come
 straight from the saved parameters. Files are read with ``allow_pickle=False``.
 
+A file written by `write` (the command line's fit, the page's export) also
+holds the rows' labels (entries `LABELS_ENTRY`, `LABEL_NAME_ENTRY`, which the
+engine ignores), so the opened model's points keep their colours.
+
 Models with inputs besides the data matrix (the dynamical GP-LVM's times, MRD's
 views, the deep GP's layers) are refused with a message: load them with
 ``engine.io.load_model`` instead.
@@ -27,10 +31,13 @@ from .text import quote
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["is_model_file", "load", "config_for", "dataset_for", "result_for", "open_model"]
+__all__ = ["is_model_file", "load", "write", "read_labels", "config_for", "dataset_for", "result_for",
+           "open_model"]
 
 #: Entries every file written by engine.io.save_model holds.
 MODEL_ENTRIES = ("format_version.npy", "model_class.npy")
+#: Entries the app adds (the engine's loader ignores them): one label per row, and the labels' name.
+LABELS_ENTRY, LABEL_NAME_ENTRY = "app/labels", "app/label_name"
 
 
 def _source(source):
@@ -45,6 +52,34 @@ def is_model_file(source) -> bool:
     except (OSError, zipfile.BadZipFile, ValueError):
         return False
     return all(entry in names for entry in MODEL_ENTRIES)
+
+
+def write(model, target, labels=None, label_name: str | None = None) -> None:
+    """`engine.io.save_model`'s file, plus one label per row when given; ``target`` is a path or a file object."""
+    from engine.io import model_arrays
+
+    arrays = model_arrays(model)
+    if labels is not None:
+        labels = np.asarray(labels)
+        arrays[LABELS_ENTRY] = labels.astype(str) if labels.dtype.hasobject else labels
+        arrays[LABEL_NAME_ENTRY] = np.array(str(label_name or "label"))
+    np.savez_compressed(target, **arrays)
+
+
+def read_labels(source, n: int) -> tuple:
+    """(labels (n,), name) saved by `write` in ``source``, or (None, None) when there are none (or bad ones)."""
+    from .data.dataset import normalize_labels
+
+    try:
+        with np.load(_source(source), allow_pickle=False) as f:
+            if LABELS_ENTRY not in f.files:
+                return None, None
+            labels = f[LABELS_ENTRY]
+            name = str(f[LABEL_NAME_ENTRY]) if LABEL_NAME_ENTRY in f.files else "label"
+        return normalize_labels(labels, n), name
+    except (OSError, ValueError, zipfile.BadZipFile, DataError) as exc:
+        logger.warning("Labels in a model file not used: %s", exc)
+        return None, None
 
 
 def spec_for(model) -> ModelSpec:
@@ -110,12 +145,18 @@ def config_for(model, max_iters: int = 300) -> ModelConfig:
     return ModelConfig(**kwargs)
 
 
-def dataset_for(model, name: str) -> Dataset:
-    """The data ``model`` was trained on, as the page's `Dataset` (no labels, nothing dropped or scaled)."""
+def dataset_for(model, name: str, labels=None, label_name: str | None = None) -> Dataset:
+    """The data ``model`` was trained on, as the page's `Dataset` (nothing dropped or scaled)."""
+    import dataclasses
+
     from .data.frames import from_array
+    from .text import plain
 
     Y = np.asarray(model._Y_data, dtype=float)
-    return from_array(Y, None, name=name, standardize=False, drop_constant=False)
+    ds = from_array(Y, labels, name=name, standardize=False, drop_constant=False)
+    if labels is not None and label_name:
+        ds = dataclasses.replace(ds, label_name=plain(label_name, 120))
+    return ds
 
 
 def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int):
@@ -137,11 +178,14 @@ def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int):
                          jitter=float(getattr(model, "jitter", 0.0) or 0.0))
 
 
-def open_model(explorer, model, name: str) -> bool:
-    """Show ``model`` on ``explorer``'s page as a finished result; False (and a message) if it cannot."""
+def open_model(explorer, model, name: str, labels=None, label_name: str | None = None) -> bool:
+    """Show ``model`` on ``explorer``'s page as a finished result; False (and a message) if it cannot.
+
+    ``labels`` (one per row, e.g. from `read_labels`) colour the points.
+    """
     try:
         config = config_for(model, max_iters=explorer.settings.max_iters)
-        dataset = dataset_for(model, name)
+        dataset = dataset_for(model, name, labels, label_name)
     except DataError as exc:
         explorer.data.error = f"Could not open {quote(name)}: {exc}"
         return False

@@ -161,3 +161,46 @@ def test_command_line_refuses_a_damaged_model_with_exit_code_2(tmp_path, capsys)
     np.savez(path, format_version=np.array(1), model_class=np.array("Nothing"), Y=np.zeros((3, 2)))
     assert cli.main([str(path), "--port", "0"]) == 2
     assert "not a model the app can open" in capsys.readouterr().err
+
+
+def test_labels_travel_with_the_model_and_colour_the_opened_points(make_explorer, pump):
+    model = _fitted("bayesian")
+    labels = np.resize(np.array(["low", "mid", "high"]), 40)
+    buf = io.BytesIO()
+    saved_model.write(model, buf, labels=labels.astype(object), label_name="<i>band</i>")
+    content = buf.getvalue()
+    assert load_model(io.BytesIO(content)).objective() == model.objective()  # the engine ignores the labels
+    ex = make_explorer()
+    assert ex.data.load_upload(content, "labelled.npz"), ex.data.error
+    ds = ex.data.dataset
+    np.testing.assert_array_equal(ds.labels, labels)
+    assert ds.label_name == "<i>band</i>" and ex.training.result.dataset is ds
+    assert sorted(ex.colouring().categories) == ["high", "low", "mid"]
+    # exported again from the page, the labels stay with it
+    again, name = saved_model.read_labels(export.model_npz(ex.training.result), 40)
+    np.testing.assert_array_equal(again, labels)
+    assert name == "<i>band</i>"
+
+
+def test_labels_of_the_wrong_length_are_left_out(make_explorer):
+    model = _fitted("sparse", iters=2)
+    buf = io.BytesIO()
+    saved_model.write(model, buf, labels=np.arange(7), label_name="short")
+    ex = make_explorer()
+    assert ex.data.load_upload(buf.getvalue(), "m.npz"), ex.data.error
+    assert ex.data.dataset.labels is None and ex.training.opened == "m.npz"
+
+
+def test_fit_on_the_command_line_saves_the_label_column_with_the_model(tmp_path, capsys):
+    from gplvm_explorer import fit_command
+
+    Y = _data()
+    rows = ["a,b,c,d,e,kind"] + [",".join(f"{v:.6f}" for v in row) + f",k{i % 3}" for i, row in enumerate(Y)]
+    csv = tmp_path / "data.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "m.npz"
+    assert fit_command.main([str(csv), "--label", "kind", "--latent-dim", "2", "--num-inducing", "6",
+                             "--max-iters", "3", "--quiet", "-o", str(out)]) == 0
+    labels, name = saved_model.read_labels(out, 40)
+    assert name == "kind" and list(labels[:4]) == ["k0", "k1", "k2", "k0"]
+    assert load_model(out).Y.shape == (40, 5)
