@@ -5,7 +5,9 @@ DATA = """\
 Pick a bundled sample or upload a CSV/TSV (header row optional), NPY or NPZ file.
 A *label column* only colours the points; it is not used for training.
 *Standardise* gives every feature zero mean and unit variance — useful when
-features have very different units."""
+features have very different units.
+Uploading a *saved model* (the NPZ from Export or `gplvm-explorer fit`) opens it
+ready to explore, with its data and settings, without training again."""
 
 MODEL = """\
 **Model.** The *GP-LVM* (Lawrence 2005) finds latent points X so that a Gaussian
@@ -55,7 +57,8 @@ output. *Lengthscale* shows the same information inverted (long = unused)."""
 
 EXPORT = """\
 **Export.** Latent coordinates (means, variances, labels) as CSV; the trained
-model as an NPZ file the engine loads with `engine.io.load_model`; the latent
+model as an NPZ file the engine loads with `engine.io.load_model` (upload it
+again, or run `gplvm-explorer model.npz`, to explore it without training); the latent
 map as PNG or as an interactive HTML page. The plot toolbar's save button also
 downloads a PNG of what you see."""
 
