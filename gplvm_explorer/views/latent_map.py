@@ -1,13 +1,20 @@
 """The latent map: predictive-variance shading, the points, click to reconstruct.
 
-* The shading is an ``hv.Image`` of the slice's variance grid (computed in a
+* The shading is an image of the slice's variance grid (computed in a
   background thread by LatentSlice) with a continuous colour map.
 * Above ``RASTER_ABOVE`` points the points are rasterised by datashader
-  (HoloViews ``datashade`` + ``dynspread``, coloured by label category): the
-  browser receives an image of O(pixels) per update, never the points.
+  (counts per label category, spread where sparse) on a background thread
+  (:mod:`gplvm_explorer.raster`), again after a zoom or pan: the browser
+  receives an image of O(pixels) per update, never the points, and the page's
+  thread only swaps the image in.
   Below, they are glyphs whose colours and labels are sent once per data set;
   an update sends only the new coordinates.
 * Hover (raster mode) and click are answered by the slice's KD-tree.
+
+One plain Bokeh figure, built once: an update replaces the data of a few
+sources (the grid, the image of the points, or the glyphs' coordinates) and
+the axes' ranges, so the page's thread spends milliseconds per snapshot and a
+click never waits long behind one.
 """
 from __future__ import annotations
 
@@ -15,19 +22,17 @@ import logging
 import time
 import warnings
 
-import datashader as ds
-import holoviews as hv
 import numpy as np
-import pandas as pd
 import panel as pn
 import param
-from bokeh.events import DoubleTap, Tap
-from bokeh.models import ColumnDataSource, HoverTool
-from holoviews.operation.datashader import datashade, dynspread
+from bokeh.events import DoubleTap, MouseMove, RangesUpdate, Tap
+from bokeh.models import ColorBar, ColumnDataSource, HoverTool, Label, LinearColorMapper, Range1d
+from bokeh.plotting import figure
 
 from .. import help_texts
 from ..explorer import Explorer
 from ..export import VARIANCE_CMAP
+from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
 from .common import OUTLINE, PANEL_STYLES, escape, plain, title_with_help
 
@@ -67,15 +72,17 @@ class LatentMap(pn.viewable.Viewer):
         super().__init__(**params)
         ex = self.explorer
         lat = ex.latent
-        self.view_pipe = hv.streams.Pipe(data=None)
         self.glyph_source = ColumnDataSource({"x": [], "y": [], "colour": [], "label": [], "index": []})
         self.marker_source = ColumnDataSource({"x": [], "y": [], "marker": [], "colour": []})
-        self._hooked = None
-        self._mode = None  # (raster?, colouring) the plot was built for
+        self.raster_source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []})
+        self.variance_source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []})
+        self._raster = BackgroundRaster(ex.dispatcher, self._apply_raster, on_error=self._raster_failed)
+        self._raster_asked = None  # (view, extent) of the newest raster request
+        self._mode = (False, self._colouring())  # (raster?, colouring) of the points on show
         self._last_pointer = 0.0
         self._pointer_xy = None
-        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", height=HEIGHT, linked_axes=False)
-        self._build(raster=False, colouring=ex.data.labels)
+        self.figure = self._figure()
+        self.plot = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", height=HEIGHT)
         self.auto = pn.widgets.Checkbox.from_param(lat.param.auto_dims, label="Two most relevant dims",
                                                    margin=(8, 10, 0, 8))
         self.x_sel = pn.widgets.Select(options={}, width=80, disabled=True, margin=(2, 4))
@@ -112,78 +119,56 @@ class LatentMap(pn.viewable.Viewer):
     def _colouring(self) -> LabelColouring | None:
         return self.explorer.colouring()
 
-    def _build(self, raster: bool, colouring: LabelColouring | None) -> None:
-        """(Re)build the HoloViews overlay: once per data set / drawing mode, not per update."""
-        self._mode = (raster, colouring)
-        image = hv.DynamicMap(self._image, streams=[self.view_pipe])
-        self.pointer = hv.streams.PointerXY(source=image, x=None, y=None)
-        self.pointer.add_subscriber(self._on_pointer)
-        hint = hv.DynamicMap(self._hint, streams=[self.view_pipe])
-        layers = image
-        if raster and colouring is not None:
-            points = hv.DynamicMap(self._points, streams=[self.view_pipe])
-            key = colouring.colour_key()
-            # a fixed raster size: the plot's size stream reports 0 while a new plot is laid out
-            shaded = dynspread(datashade(points, aggregator=ds.count_cat("cat"), color_key=key, min_alpha=180,
-                                         width=RASTER_SIZE[0], height=RASTER_SIZE[1],
-                                         streams=[hv.streams.RangeXY]),
-                               threshold=0.6, max_px=3)
-            layers = layers * shaded
-        overlay = (layers * hint).opts(
-            hv.opts.Overlay(responsive=True, height=HEIGHT, show_legend=False, title=MAP_TITLE, toolbar="above"))
-        self._hooked = None
-        self.plot.object = overlay
-
-    def _dims(self):
-        xd, yd = self.explorer.latent.shown_dims
-        return (hv.Dimension("lx", label=f"latent x{xd + 1}"), hv.Dimension("ly", label=f"latent x{yd + 1}"))
-
-    def _image(self, data):
-        kx, ky = self._dims()
-        vdim = hv.Dimension("variance", label="predictive variance")
-        if data is None or data.grid is None:
-            img = hv.Image(np.full((2, 2), np.nan), bounds=(-1, -1, 1, 1), kdims=[kx, ky], vdims=[vdim])
-        else:
-            g = data.grid
-            img = hv.Image((g.xs, g.ys, g.variance), kdims=[kx, ky], vdims=[vdim])
-        return img.opts(
-            cmap=SHADING, colorbar=True, framewise=True, responsive=True, colorbar_position="bottom",
-            tools=["tap"], clipping_colors={"NaN": "#f7f9fb"}, hooks=[self._attach_glyphs],
-            default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"],
-            colorbar_opts={"title": "predictive variance (light = confident)"})
-
-    def _points(self, data):
-        kx, ky = self._dims()
-        if data is None:
-            frame = pd.DataFrame({"lx": np.array([], dtype=float), "ly": np.array([], dtype=float),
-                                  "cat": pd.Categorical([], categories=list(self._mode[1].categories))})
-        else:
-            col = self._mode[1]
-            codes = col.codes if col.n == data.points.shape[0] else np.zeros(data.points.shape[0], dtype=np.int32)
-            frame = pd.DataFrame({"lx": data.points[:, 0], "ly": data.points[:, 1],
-                                  "cat": pd.Categorical.from_codes(codes, categories=list(col.categories))})
-        return hv.Points(frame, kdims=[kx, ky], vdims=["cat"])
-
-    def _hint(self, data):
-        kx, ky = self._dims()
-        return hv.Text(0, 0, PLACEHOLDER if data is None else "", kdims=[kx, ky]).opts(
-            text_color="#5b6b7c", text_font_size="13pt")
-
-    def _attach_glyphs(self, plot, element) -> None:
-        """Plot hook: add the glyph and marker renderers (their sources belong to this view)."""
-        fig = plot.state
-        if self._hooked is fig:
-            return
-        self._hooked = fig
+    def _figure(self):
+        """The map's figure, built once: variance image, points' image, glyphs, markers, colour bar."""
+        fig = figure(title=MAP_TITLE, height=HEIGHT, sizing_mode="stretch_width", toolbar_location="above",
+                     tools="pan,wheel_zoom,box_zoom,reset,save,tap", x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
+                     x_axis_label="latent x1", y_axis_label="latent x2")
+        self.mapper = LinearColorMapper(palette=SHADING, low=0.0, high=1.0, nan_color="#f7f9fb")
+        fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.variance_source,
+                  color_mapper=self.mapper)
+        fig.add_layout(ColorBar(color_mapper=self.mapper, title="predictive variance (light = confident)",
+                                orientation="horizontal", height=10, padding=4), "below")
+        fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.raster_source)
         r = fig.scatter("x", "y", source=self.glyph_source, color="colour", size=7, line_color="white",
                         line_width=0.6, alpha=0.9)
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("index", "@index"), ("label", "@label")]))
         fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18, line_color="colour",
                     fill_alpha=0, line_width=2.5)
+        self.hint = Label(x=0, y=0, text=PLACEHOLDER, text_color="#5b6b7c", text_font_size="13pt",
+                          text_align="center", text_baseline="middle")
+        fig.add_layout(self.hint)
+        fig.title.text_font_size = "12pt"
         # a click goes straight to this handler, run by Bokeh under the document's lock; a second
         # click soon after the first arrives as a double tap: it is a click at a new place all the same
         fig.on_event(Tap, self._on_tap)
         fig.on_event(DoubleTap, self._on_tap)
+        fig.on_event(RangesUpdate, self._on_ranges)
+        fig.on_event(MouseMove, self._on_pointer)
+        return fig
+
+    def _show_grid(self, v) -> None:
+        """The variance grid of view ``v`` (None: the empty map with its hint), the axes at its extent."""
+        fig = self.figure
+        xd, yd = self.explorer.latent.shown_dims
+        fig.xaxis.axis_label, fig.yaxis.axis_label = f"latent x{xd + 1}", f"latent x{yd + 1}"
+        if v is None or v.grid is None:
+            self.variance_source.data = {"image": [], "x": [], "y": [], "dw": [], "dh": []}
+            self.hint.visible = v is None
+            self.hint.x, self.hint.y = 0.0, 0.0
+            fig.x_range.update(start=-1.0, end=1.0)
+            fig.y_range.update(start=-1.0, end=1.0)
+            return
+        self.hint.visible = False
+        g = v.grid
+        x0, y0, x1, y1 = v.extent
+        var = g.variance
+        finite = var[np.isfinite(var)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        self.mapper.update(low=lo, high=hi if hi > lo else lo + 1e-12)
+        self.variance_source.data = {"image": [var], "x": [x0], "y": [y0], "dw": [x1 - x0], "dh": [y1 - y0]}
+        fig.x_range.update(start=x0, end=x1)
+        fig.y_range.update(start=y0, end=y1)
 
     # ---- updates ---------------------------------------------------------------------------
     def _on_view(self, *events) -> None:
@@ -192,21 +177,62 @@ class LatentMap(pn.viewable.Viewer):
         if v is None:
             self.glyph_source.data = {"x": [], "y": [], "colour": [], "label": [], "index": []}
             self.marker_source.data = {"x": [], "y": [], "marker": [], "colour": []}
-            if self._mode[0]:  # datashader cannot shade nothing: back to the empty glyph map
-                self.view_pipe.update(data=None)
-                self._build(False, self._colouring())
-            else:
-                self.view_pipe.send(None)
+            self._clear_raster()
+            self._show_grid(None)
             return
         colouring = self._colouring()
         raster = v.points.shape[0] > self.raster_above
-        if (raster, colouring) != self._mode:
-            self.view_pipe.update(data=v)  # the new plot is drawn with this view, not the last one
-            self._build(raster, colouring)
-            self._set_glyphs(v, colouring, full=True)
+        full = (raster, colouring) != self._mode
+        self._mode = (raster, colouring)
+        self._set_glyphs(v, colouring, full=full)
+        if raster:
+            asked = self._raster_asked
+            if asked is None or tuple(asked[0].dims) != tuple(v.dims) or full:
+                self._clear_raster()  # another plane or colouring: no stale image meanwhile
+            self._request_raster(v, v.extent)
         else:
-            self._set_glyphs(v, colouring, full=False)
-            self.view_pipe.send(v)
+            self._clear_raster()
+        self._show_grid(v)
+
+    # ---- the points' raster ------------------------------------------------------------------
+    def _request_raster(self, v, extent) -> None:
+        col = self._mode[1]
+        n = v.points.shape[0]
+        if col is None or col.n != n:
+            codes, cats, colours = np.zeros(n, dtype=np.int32), ("points",), ("#0072B2",)
+        else:
+            codes, cats, colours = col.codes, col.categories, col.colours
+        self._raster_asked = (v, tuple(float(e) for e in extent))
+        self._raster.request(v.points, codes, cats, colours, extent, RASTER_SIZE, key=self._raster_asked)
+
+    def _apply_raster(self, done: PointRaster) -> None:
+        if done.key is not self._raster_asked:
+            return  # an older request finished late: the newest one follows
+        x0, y0, x1, y1 = done.extent
+        self.raster_source.data = {"image": [done.rgba], "x": [x0], "y": [y0], "dw": [x1 - x0], "dh": [y1 - y0]}
+
+    def _raster_failed(self, exc: Exception) -> None:
+        self.explorer.latent.error = f"Could not draw the latent points: {exc}"
+
+    def _clear_raster(self) -> None:
+        self._raster_asked = None
+        if len(self.raster_source.data["image"]):
+            self.raster_source.data = {"image": [], "x": [], "y": [], "dw": [], "dh": []}
+
+    def _on_ranges(self, event) -> None:
+        """A zoom or pan: the points again at the visible range (Bokeh calls this under the document lock)."""
+        v = self.explorer.latent.view
+        if v is None or not self._mode[0] or None in (event.x0, event.x1, event.y0, event.y1):
+            return
+        extent = (float(event.x0), float(event.y0), float(event.x1), float(event.y1))
+        asked = self._raster_asked
+        if asked is not None and asked[0] is v and np.allclose(asked[1], extent, rtol=1e-9, atol=1e-12):
+            return
+        self._request_raster(v, extent)
+
+    def wait_raster(self, timeout: float = 30.0) -> bool:
+        """Wait for the points' raster (tests and non-served use)."""
+        return self._raster.wait(timeout)
 
     def _set_glyphs(self, v, colouring: LabelColouring, full: bool) -> None:
         raster = self._mode[0]
@@ -249,18 +275,15 @@ class LatentMap(pn.viewable.Viewer):
         from panel.io.state import set_curdoc
 
         try:
-            with set_curdoc(self.plot_document()):
+            with set_curdoc(self.figure.document):
                 self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
         except Exception as exc:  # Bokeh would only log it: show it in the page too
             logger.exception("Reconstruction at a click failed")
             self.explorer.latent.error = f"Could not reconstruct at this point: {exc}"
 
-    def plot_document(self):
-        return self._hooked.document if self._hooked is not None else None
-
-    # HoloViews runs stream subscribers outside the document lock; Bokeh sources may only
-    # change under it, so the pointer handler notes the event and finishes on the next tick.
-    def _on_pointer(self, x=None, y=None, **kwargs) -> None:
+    def _on_pointer(self, event) -> None:
+        """Mouse moves (at most ten a second are looked at); the hover is answered on the next tick."""
+        x, y = event.x, event.y
         if x is None or y is None or self.explorer.latent.view is None:
             return
         now = time.perf_counter()
