@@ -1,12 +1,11 @@
 """Live training plots: the objective curve and the ARD bars."""
 from __future__ import annotations
 
-import holoviews as hv
 import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, Range1d
+from bokeh.models import BasicTickFormatter, ColumnDataSource, FactorRange, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from .. import help_texts
@@ -104,7 +103,11 @@ class ObjectivePlot(pn.viewable.Viewer):
 
 
 class ARDPlot(pn.viewable.Viewer):
-    """One bar per latent dimension: relevance or lengthscale (switchable), shown dims highlighted."""
+    """One bar per latent dimension: relevance or lengthscale (switchable), shown dims highlighted.
+
+    A plain Bokeh figure whose source is replaced only when the bars change
+    (a new result, other shown dims, the other mode): an update sends Q numbers.
+    """
 
     explorer = param.ClassSelector(class_=Explorer)
 
@@ -115,14 +118,23 @@ class ARDPlot(pn.viewable.Viewer):
             options={"Relevance": "relevance", "Lengthscale": "lengthscale"}, value="relevance",
             **OUTLINE, color="primary", margin=(8, 5, 0, 5), width=190, height=30,
         )
-        self.pipe = hv.streams.Pipe(data=self._frame())
-        dmap = hv.DynamicMap(self._bars, streams=[self.pipe])
-        self.plot = pn.pane.HoloViews(dmap, sizing_mode="stretch_width", height=230, linked_axes=False)
+        self.source = ColumnDataSource({"dimension": [], "value": [], "shown": [], "colour": []})
+        fig = figure(x_range=FactorRange(factors=[]), height=220, sizing_mode="stretch_width",
+                     tools="save,reset", toolbar_location="above", x_axis_label="latent dimension")
+        fig.vbar(x="dimension", top="value", width=0.8, source=self.source, color="colour", line_color=None)
+        fig.add_tools(HoverTool(tooltips=[("dimension", "@dimension"), ("value", "@value{0.000}"),
+                                          ("", "@shown")]))
+        fig.y_range.start = 0
+        fig.xgrid.grid_line_color = None
+        self.figure = fig
+        self.plot = pn.pane.Bokeh(fig, sizing_mode="stretch_width", height=230)
         self.mode.param.watch(self._send, "value")
         self.title = pn.Row(title_with_help("ARD", help_texts.ARD), self.mode, sizing_mode="stretch_width")
         ex.training.param.watch(self._send, ["result"])
         ex.settings.param.watch(self._send, ["latent_dim"])
         ex.latent.param.watch(self._send, ["view"])
+        self._shown = None  # the frame on show
+        self._send()
 
     def _frame(self) -> pd.DataFrame:
         ex = self.explorer
@@ -144,20 +156,18 @@ class ARDPlot(pn.viewable.Viewer):
 
     def _send(self, *events):
         frame = self._frame()
-        if frame.equals(self.pipe.data):  # e.g. a new map of the same result: nothing to redraw
+        if self._shown is not None and frame.equals(self._shown):  # e.g. a new map of the same result
             return
-        self.pipe.send(frame)
-
-    def _bars(self, data):
-        lengthscale = self.mode.value == "lengthscale"
-        ylabel = "lengthscale ℓ" if lengthscale else "relevance (1/ℓ²)"
-        bars = hv.Bars(data, kdims=[hv.Dimension("dimension", label="latent dimension")],
-                       vdims=[hv.Dimension("value", label=ylabel), "shown"])
-        return bars.opts(
-            color="shown", cmap={"shown in map": ACCENT, "other": "#9fb3c8"}, responsive=True, height=220,
-            framewise=True, tools=["hover"], show_grid=True, title="ARD: " + ylabel, toolbar="above",
-            default_tools=["save", "reset"], show_legend=False, line_color=None,
-        )
+        self._shown = frame
+        dims = list(frame["dimension"])
+        if list(self.figure.x_range.factors) != dims:
+            self.figure.x_range.factors = dims
+        ylabel = "lengthscale ℓ" if self.mode.value == "lengthscale" else "relevance (1/ℓ²)"
+        self.figure.title.text = "ARD: " + ylabel
+        self.figure.yaxis.axis_label = ylabel
+        colours = [ACCENT if s == "shown in map" else "#9fb3c8" for s in frame["shown"]]
+        self.source.data = {"dimension": dims, "value": frame["value"].to_numpy(dtype=float),
+                            "shown": list(frame["shown"]), "colour": colours}
 
     def __panel__(self):
         return pn.Column(self.title, self.plot, sizing_mode="stretch_width", styles=PANEL_STYLES)
