@@ -96,6 +96,13 @@ class TrainingRun(param.Parameterized):
         job = TrainingJob(self.run_id + 1, dataset.values, config, dataset=dataset, notify=self._notify,
                           limiter=self._limiter, build=self._build, publish_interval=self.publish_interval,
                           notify_interval=self.notify_interval)
+        # the thread builds the model while the page redraws for the new run (its events wait for pump)
+        try:
+            job.start()
+        except Exception as exc:  # pragma: no cover - the thread could not start
+            logger.exception("Could not start a training thread")
+            self.status, self.message, self.message_kind = Status.FAILED.value, f"Could not start: {exc}", "danger"
+            return False
         with param.parameterized.batch_call_watchers(self):
             self.run_id += 1
             self._job = job
@@ -110,13 +117,6 @@ class TrainingRun(param.Parameterized):
             self.opened = ""
             self.message, self.message_kind = _MESSAGES[Status.STARTING], "info"
             self.status = Status.STARTING.value  # the run exists; its events take over from here
-        try:
-            job.start()
-        except Exception as exc:  # pragma: no cover - the thread could not start
-            logger.exception("Could not start a training thread")
-            self._job = None
-            self.status, self.message, self.message_kind = Status.FAILED.value, f"Could not start: {exc}", "danger"
-            return False
         return True
 
     def show_result(self, result: TrainedResult, name: str) -> bool:

@@ -144,3 +144,17 @@ def test_the_fit_runs_off_the_calling_thread(fake_build):
     build = fake_build()
     run_job(TrainingJob(1, Y, CFG, build=build, limiter=Limiter(1)))
     assert threading.current_thread().name not in build.models[-1].fit_threads
+
+
+def test_results_of_big_data_come_at_most_every_row_scaled_interval(fake_build):
+    """At 5,000 rows frozen results come at most every 0.5 s, however small publish_interval is."""
+    from gplvm_explorer.training.worker import PUBLISH_SECONDS_PER_ROW
+
+    big = np.random.default_rng(1).standard_normal((5000, 3))
+    build = fake_build(delay=0.004)  # ~0.9 s of fitting
+    job = TrainingJob(1, big, CFG, build=build, limiter=Limiter(1), publish_interval=0.0)
+    events = run_job(job)
+    results = [e.result for e in events if isinstance(e, ResultEvent)]
+    assert 5000 * PUBLISH_SECONDS_PER_ROW == pytest.approx(0.5)
+    assert 1 <= len(results) <= 4, len(results)  # at most ~2 while fitting + the final one, not 200
+    assert results[-1].final and results[-1].iteration == 200
