@@ -98,3 +98,30 @@ def test_cli_opens_a_saved_model_to_explore(served_model, page, artifacts):
     page.mouse.click(*pos)
     page.get_by_text("Nearest training point #").first.wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts / "saved_model.png"), full_page=True)
+
+
+@pytest.mark.timeout(300)
+def test_an_uploaded_model_opens_with_its_labels(served_app, page, artifacts, tmp_path):
+    import engine
+
+    from gplvm_explorer.saved_model import write
+
+    rng = np.random.default_rng(8)
+    t = rng.uniform(-2, 2, size=(N, 1))
+    Y = np.hstack([np.cos(t * (j + 1)) for j in range(5)]) + 0.05 * rng.standard_normal((N, 5))
+    model = engine.SparseGPLVM(Y, 2, num_inducing=8)
+    engine.fit(model, max_iters=15)
+    path = tmp_path / "uploaded model.npz"
+    write(model, path, labels=np.where(t[:, 0] > 0, "right", "left"), label_name="side")
+    page.goto(served_app)
+    page.wait_for_function(READY, timeout=90_000)
+    page.locator("input[type=file]").set_input_files(str(path))
+    try:
+        page.get_by_text(f"Saved model {path.name} opened").first.wait_for(timeout=60_000)
+        page.wait_for_function(f"({COLUMN_LENGTH})('colour') === {N}", timeout=60_000)
+    except Exception:
+        page.screenshot(path=str(artifacts / "saved_model_upload_failed.png"), full_page=True)
+        raise
+    assert page.get_by_text("labels: side, 2 distinct").count() >= 1
+    assert page.get_by_text(f"ELBO {model.objective():.6g}").count() >= 1  # the sparse GP-LVM's bound
+    page.screenshot(path=str(artifacts / "saved_model_upload.png"), full_page=True)
