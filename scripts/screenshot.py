@@ -6,7 +6,7 @@ Serves the app (the same factory as ``gplvm-explorer``) on a free local port,
 opens it in Chromium through Playwright, picks the three-class flow sample,
 presses Train and takes the picture once the objective curve, the ARD bars and
 the shaded latent map have been drawn a few times, while the fit is still
-running. The PNG is reduced to a palette image to keep it small.
+running. A PNG over `MAX_BYTES` is reduced to a palette image.
 
 Needs the test extras (``pip install -e '.[test]'``: playwright) and a
 Chromium (e.g. Debian's ``chromium`` package; never ``playwright install``).
@@ -28,6 +28,7 @@ log = logging.getLogger("screenshot")
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_TITLE = "Three-phase flow (synthetic, 12-D)"
 VIEWPORT = {"width": 1280, "height": 1180}
+MAX_BYTES = 350_000  # above this the PNG is reduced to a palette of 256 colours
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
@@ -50,8 +51,9 @@ CLICK_TARGET = """() => {
   for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
     const t = v.model && v.model.title;
     if (!(t && (t.text === 'Latent space' || t === 'Latent space') && v.frame)) continue;
-    const box = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
-    return [box.left + f.left + 0.22 * f.width, box.top + f.top + 0.2 * f.height];
+    const box = v.canvas_view.el.getBoundingClientRect(), xr = v.frame.x_range, yr = v.frame.y_range;
+    const x = xr.start + 0.2 * (xr.end - xr.start), y = yr.end - 0.2 * (yr.end - yr.start);
+    return [box.left + v.frame.x_scale.compute(x), box.top + v.frame.y_scale.compute(y)];
   }
   return null;
 }"""
@@ -126,7 +128,9 @@ def take(page, url: str, out: Path, min_points: int) -> None:
     if pos is not None:
         page.mouse.click(*pos)
         page.get_by_text("Nearest training point #").first.wait_for(timeout=60_000)
-    time.sleep(2.0)  # one more round of page updates, so map, bars and curve show the same iteration
+    # a moment for the page to draw, not more: the points keep moving while training, and the
+    # nearest point marked on the map follows its point away from the click
+    time.sleep(0.5)
     if page.get_by_role("button", name="■ Stop", exact=True).is_disabled():
         raise RuntimeError("the fit ended before the picture was taken: raise the iteration count")
     page.evaluate("() => window.scrollTo(0, 0)")
@@ -140,10 +144,12 @@ def _save_small(png: bytes, out: Path) -> None:
     from PIL import Image
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
-    small = image.quantize(colors=128, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     out.parent.mkdir(parents=True, exist_ok=True)
-    small.save(out, optimize=True)
-    log.info("wrote %s (%d x %d, %.0f kB)", out, *small.size, out.stat().st_size / 1e3)
+    image.save(out, optimize=True)
+    if out.stat().st_size > MAX_BYTES:  # a palette image; the class colours must stay apart
+        image.quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(
+            out, optimize=True)
+    log.info("wrote %s (%d x %d, %.0f kB)", out, *image.size, out.stat().st_size / 1e3)
 
 
 def main(argv=None) -> int:
