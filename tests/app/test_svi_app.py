@@ -167,7 +167,7 @@ def test_progress_text_shows_epochs_and_an_eta():
     cfg = ModelConfig(model="svi", optimizer="svi", batch_size=100)
     tr = types.SimpleNamespace(status="running", objective_name="ELBO", objective=-1234.5, iteration=30,
                                max_iters=300, elapsed=10.0, rate=3.0, config=cfg,
-                               dataset=types.SimpleNamespace(n=1000))
+                               dataset=types.SimpleNamespace(n=1000), opened="")
     text = progress_text(tr)
     assert "Epoch 3.00 / 30.00" in text and "ETA 1:30" in text
     tr.status = "finished"
