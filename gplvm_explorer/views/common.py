@@ -89,3 +89,35 @@ def help_card(help_md: str, title: str = "What am I looking at?") -> pn.Card:
         css_classes=["gx-help-card"],
         margin=(2, 5),
     )
+
+
+def _sheet_keys(sheets) -> list:
+    return [s if isinstance(s, str) else (type(s).__name__, getattr(s, "url", None), getattr(s, "css", None))
+            for s in sheets or []]
+
+
+class LiveHTML(pn.pane.HTML):
+    """An HTML pane for text that changes often (the status line, click and hover readouts).
+
+    Panel sends a pane's stylesheets again with every text update, as new
+    Bokeh models, and Bokeh then walks every model of the page (hundreds of
+    them) to find the new ones: tenths of a second per line of text, on the
+    page's thread.  This pane sends them only when its ``stylesheets`` changed.
+    """
+
+    def __init__(self, object=None, **params):
+        super().__init__(object, **params)
+        self._sheets_rendered = _sheet_keys(self.stylesheets)
+        self._sheets_sent: dict = {}  # per rendered model (ref): the stylesheets it has
+
+    def _update(self, ref, model) -> None:
+        if self.enable_streaming:  # pragma: no cover - not used by the app
+            return super()._update(ref, model)
+        self._raw_html = None
+        props = self._get_properties(model.document)
+        keys = _sheet_keys(self.stylesheets)
+        if keys == self._sheets_sent.get(ref, self._sheets_rendered):
+            props.pop("stylesheets", None)
+        else:
+            self._sheets_sent[ref] = keys
+        model.update(**props)

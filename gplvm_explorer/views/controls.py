@@ -9,7 +9,7 @@ from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
 from ..training.worker import ACTIVE, Status
-from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, escape, sync
+from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, sync
 
 _ACTIVE = {s.value for s in ACTIVE}
 
@@ -276,7 +276,7 @@ class StatusBar(pn.viewable.Viewer):
         ex = self.explorer
         self.bar = pn.indicators.Progress(value=0, max=1, bar_color="primary", sizing_mode="stretch_width",
                                           height=12, margin=(6, 10, 2, 10))
-        self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[STYLESHEET], margin=(0, 10))
+        self.text = LiveHTML("", sizing_mode="stretch_width", stylesheets=[STYLESHEET], margin=(0, 10))
         ex.training.param.watch(self._refresh, ["status", "iteration", "max_iters", "objective", "queue_position"])
         ex.param.watch(self._refresh, ["warming_up"])
         self._refresh()

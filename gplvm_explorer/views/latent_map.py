@@ -34,7 +34,7 @@ from ..explorer import Explorer
 from ..export import VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
-from .common import OUTLINE, PANEL_STYLES, escape, plain, title_with_help
+from .common import OUTLINE, PANEL_STYLES, LiveHTML, escape, plain, title_with_help
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class LatentMap(pn.viewable.Viewer):
         self.title = title_with_help(MAP_TITLE, help_texts.LATENT)
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10, 4, 10),
                                    css_classes=["gx-legend"])
-        self.hover_text = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
+        self.hover_text = LiveHTML("", sizing_mode="stretch_width", margin=(0, 10),
                                        css_classes=["gx-hover"])
         self._slider_widgets: dict[int, pn.widgets.FloatSlider] = {}
         lat.param.watch(self._on_view, ["view"])

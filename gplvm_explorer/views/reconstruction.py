@@ -13,7 +13,7 @@ from bokeh.plotting import figure
 
 from .. import help_texts
 from ..explorer import Explorer
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, plain, title_with_help
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, plain, title_with_help
 
 GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
 HINT = "Click the latent map to see the model's output there."
@@ -27,7 +27,7 @@ class ReconstructionView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         ex = self.explorer
-        self.text = pn.pane.HTML(HINT, sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
+        self.text = LiveHTML(HINT, sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                  css_classes=["gx-recon-text"])
         self.title = title_with_help("Reconstruction", help_texts.RECONSTRUCTION)
         # image data: prediction and nearest example
