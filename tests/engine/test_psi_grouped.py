@@ -301,7 +301,8 @@ def test_bayesian_bound_and_gradients_equal_the_per_group_path(kernel, rate, mon
     f, g = model.objective_and_gradient(x)
     f_ref, g_ref = generic(model, x, monkeypatch)
     # both sum the same terms in other orders; the bound's Cholesky solves amplify the rounding
-    assert f == pytest.approx(f_ref, rel=1e-12)
+    # (how much depends on the processor's BLAS kernels: 1.2e-12 seen on a Haswell OpenBLAS)
+    assert f == pytest.approx(f_ref, rel=1e-11)
     assert rel(g, g_ref) < 1e-10
 
 
