@@ -12,6 +12,11 @@ at :meth:`DaskBackend.setup`), and per evaluation
   too; the worker returns its rows' gradients w.r.t. mu and S and its sums
   of the kernel-parameter and Z gradients.
 
+The same for the sparse GP-LVM's point latents (S None: tr Knn, Knm^T Y,
+Knm^T Knm) and, with missing outputs, per column group: the groups' row
+weights W (N, G) travel with Y at setup, psi0 and Psi2 and their cotangents
+are then (G,) and (G, M, M) (:mod:`engine.backends._rows`).
+
 Partial results are reduced here in chunk order, so the bound and its
 gradients do not depend on which worker ran what, and equal the local
 backend's up to the rounding of a different summation order (~1e-15
