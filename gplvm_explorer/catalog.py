@@ -130,7 +130,8 @@ class ModelSpec:
     split into views, :attr:`ModelConfig.view_sizes`).  ``panel``: the key of
     the extra view the page shows for this model's results (``""``: none).
     ``builder``: ``(Y, config) -> model`` when the engine class takes more
-    than ``(Y, Q, kernel=, init=, seed=)``.
+    than ``(Y, Q, kernel=, init=, seed=)``.  ``distributable``: the engine
+    class takes ``backend=`` (its row sums can run on a dask cluster).
     """
 
     key: str
@@ -151,6 +152,7 @@ class ModelSpec:
     minibatch: bool = False  # an iteration is one minibatch of ModelConfig.batch_size rows (progress in epochs)
     comfortable: Cost | None = None  # beyond this cost per iteration, propose ``scales_to``
     scales_to: str = ""  # key of the model to propose for data beyond ``comfortable``
+    distributable: bool = False  # the engine class takes backend= (e.g. engine.DaskBackend)
 
     def comfortable_rows(self, d: int, q: int, m: int) -> int | None:
         """The most rows this model trains comfortably (its cost within ``comfortable``); None: no limit."""
@@ -186,8 +188,11 @@ class ModelSpec:
             return Cost(sum(c.memory_bytes for c in costs), sum(c.seconds_per_iteration for c in costs))
         return self.cost(n, d, int(config.latent_dim), m)
 
-    def build(self, Y: np.ndarray, config: ModelConfig):
-        """The engine model (not fitted) this spec and ``config`` describe."""
+    def build(self, Y: np.ndarray, config: ModelConfig, backend=None):
+        """The engine model (not fitted) this spec and ``config`` describe.
+
+        ``backend`` (an engine backend) is used only when the spec is ``distributable``.
+        """
         if self.builder is not None:
             return self.builder(Y, config)
         import engine
@@ -196,6 +201,8 @@ class ModelSpec:
         kwargs = dict(kernel=_build_kernel(config), init=config.init, seed=int(config.seed))
         if self.uses_inducing:
             kwargs["num_inducing"] = int(config.num_inducing)
+        if backend is not None and self.distributable:
+            kwargs["backend"] = backend
         return cls(Y, int(config.latent_dim), **kwargs)
 
 
@@ -343,6 +350,7 @@ CATALOG: dict[str, ModelSpec] = {
             uncertain_latents=True, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
             handles_missing=True, comfortable=_COMFORTABLE, scales_to="svi",
+            distributable=True,
         ),
         ModelSpec(
             key="sparse", display_name="Sparse GP-LVM", objective_name="ELBO",
@@ -350,6 +358,7 @@ CATALOG: dict[str, ModelSpec] = {
             uncertain_latents=False, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: 0.5 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
             handles_missing=True, comfortable=_COMFORTABLE, scales_to="svi",
+            distributable=True,
         ),
         ModelSpec(
             key="svi", display_name="Bayesian GP-LVM, stochastic (SVI: minibatches, big data)",

@@ -2,7 +2,7 @@
 
 ``--label COLUMN --model M --latent-dim Q --num-inducing M`` set the page's
 data and model settings in every session (they stay changeable there);
-``--dask-scheduler ADDRESS`` fits Bayesian GP-LVMs on a dask.distributed
+``--dask-scheduler ADDRESS`` fits Bayesian and sparse GP-LVMs on a dask.distributed
 cluster (``engine.DaskBackend``).
 
 ``gplvm-explorer fit FILE ... -o model.npz``: fit headless (see `gplvm_explorer.fit_command`).
@@ -39,7 +39,7 @@ def parse_args(argv=None):
     p.add_argument("--latent-dim", type=int, default=None, metavar="Q", help="latent dimensions Q")
     p.add_argument("--num-inducing", type=int, default=None, metavar="M", help="inducing points M")
     p.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
-                   help="fit Bayesian GP-LVMs on this dask.distributed scheduler (e.g. tcp://host:8786)")
+                   help="fit Bayesian and sparse GP-LVMs on this dask.distributed scheduler (e.g. tcp://host:8786)")
     p.add_argument("--port", type=int, default=5006, help="port to listen on (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--show", action="store_true", help="open the app in a browser")

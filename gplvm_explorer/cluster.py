@@ -1,20 +1,21 @@
-"""Bayesian GP-LVMs trained on a dask.distributed cluster (``gplvm-explorer --dask-scheduler ADDRESS``).
+"""Models trained on a dask.distributed cluster (``gplvm-explorer --dask-scheduler ADDRESS``).
 
 `connect(address)` opens one ``distributed.Client`` for the process (or
 raises `ClusterError` with a message for the terminal); `dask_builder(client)`
-is a model builder for `gplvm_explorer.app.create_app(build=...)`: Bayesian
-GP-LVMs on complete data get ``engine.DaskBackend(client)`` (their row sums
-run on the cluster's workers), every other model is built as usual, in
-process. dask is an optional extra: ``pip install 'gplvm-explorer[distributed]'``.
+is a model builder for `gplvm_explorer.app.create_app(build=...)`: the models
+whose catalog entry is ``distributable`` (Bayesian and sparse GP-LVM, with
+complete or missing data) get ``engine.DaskBackend(client)`` (their row sums
+run on the cluster's workers); every other model, and a configuration the
+backend cannot take, is built as usual, in process. dask is an optional
+extra: ``pip install 'gplvm-explorer[distributed]'``.
 """
 from __future__ import annotations
 
-import numpy as np
+import logging
 
-__all__ = ["ClusterError", "connect", "dask_builder", "DASK_MODELS"]
+__all__ = ["ClusterError", "connect", "dask_builder"]
 
-#: Models whose fit the engine can spread over a cluster.
-DASK_MODELS = ("bayesian",)
+logger = logging.getLogger(__name__)
 
 
 class ClusterError(RuntimeError):
@@ -36,18 +37,17 @@ def connect(address: str, timeout: float = 10.0):
 
 
 def dask_builder(client):
-    """``build(Y, config)``: Bayesian GP-LVMs on complete data on the cluster, the rest in process."""
+    """``build(Y, config)``: distributable models on the cluster, the rest in process."""
 
     def build(Y, config):
-        if config.model in DASK_MODELS and not np.isnan(Y).any():
+        spec = config.spec
+        if spec.distributable:
             import engine
 
-            from .catalog import _build_kernel
-
-            return engine.BayesianGPLVM(Y, int(config.latent_dim), kernel=_build_kernel(config),
-                                        init=config.init, seed=int(config.seed),
-                                        num_inducing=int(config.num_inducing),
-                                        backend=engine.DaskBackend(client))
-        return config.spec.build(Y, config)
+            try:
+                return spec.build(Y, config, backend=engine.DaskBackend(client))
+            except engine.errors.ConfigurationError as exc:  # e.g. missing data with a linear kernel
+                logger.warning("Training %s in process, not on the cluster: %s", spec.display_name, exc)
+        return spec.build(Y, config)
 
     return build

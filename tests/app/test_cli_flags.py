@@ -58,16 +58,29 @@ def test_session_page_loads_the_file_with_label_and_settings(tmp_path, monkeypat
         page.explorer.close()
 
 
-def test_dask_builder_puts_bayesian_models_on_the_cluster():
+def test_dask_builder_puts_the_distributable_models_on_the_cluster():
     distributed = pytest.importorskip("distributed")
     import engine
-    from gplvm_explorer.catalog import ModelConfig
+    from gplvm_explorer.catalog import CATALOG, ModelConfig
     from gplvm_explorer.cluster import dask_builder
 
-    Y = np.random.default_rng(1).standard_normal((30, 3))
+    rng = np.random.default_rng(1)
+    Y = rng.standard_normal((30, 3))
+    holey = Y.copy()
+    holey[rng.random(Y.shape) < 0.2] = np.nan
+    holey[0] = Y[0]  # every row keeps an observed cell
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
         build = dask_builder(client)
-        model = build(Y, ModelConfig(model="bayesian", latent_dim=2, num_inducing=5, max_iters=1))
-        assert isinstance(model.backend, engine.DaskBackend)
+        assert {k for k, s in CATALOG.items() if s.distributable} == {"bayesian", "sparse"}
+        for key in ("bayesian", "sparse"):
+            for data in (Y, holey):
+                model = build(data, ModelConfig(model=key, latent_dim=2, num_inducing=5, max_iters=1))
+                assert isinstance(model.backend, engine.DaskBackend), (key, np.isnan(data).any())
+                assert np.isfinite(model.objective())
         other = build(Y, ModelConfig(model="gplvm", latent_dim=2, num_inducing=5, max_iters=1))
         assert getattr(other, "backend", None) is None
+        # a configuration the cluster backend refuses (missing data, linear kernel) trains in process
+        linear = build(holey, ModelConfig(model="bayesian", kernel="linear", latent_dim=2, num_inducing=5,
+                                          max_iters=1))
+        assert getattr(linear, "backend", None) is None or not isinstance(linear.backend, engine.DaskBackend)
+        assert np.isfinite(linear.objective())
