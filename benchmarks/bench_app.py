@@ -277,7 +277,7 @@ def main():
         ci = r.get("click_idle_ms")
         fmt = lambda c, m: f"{c[0]:.0f} / {c[1]:.0f} ms ({m} missed)" if c else "–"  # noqa: E731
         kinds = set(r["latent_renderers"] or [])
-        kind = "raster image" if "ImageRGBA" in kinds else f"{r['glyph_points']} glyphs"
+        kind = "raster image" if "ImageRGBA" in kinds and not r["glyph_points"] else f"{r['glyph_points']} glyphs"
         print(f"{r['n']:>8} | {r['first_point_ms']:>10.0f} ms | {fmt(ct, r.get('missed_training', 0)):>22} | "
               f"{fmt(ci, r['missed_idle']):>18} | {r['app_rate']:>8.2f} | {r['engine_rate']:>11.2f} | "
               f"{r['app_rate'] / r['engine_rate']:>5.0%} | {r['bytes_per_update'] / 1e3:>9.1f} kB | {kind}")

@@ -39,13 +39,16 @@ N = 20_000
 MAP_STATE = """() => {
   const v = __gx.figure('Latent space'); if (!v) return null;
   const kinds = v.model.renderers.map(r => r.glyph ? r.glyph.type : r.type);
+  // images drawn by the ImageRGBA renderer (the points' raster): 0 while it has nothing to show
+  const images = v.model.renderers.filter(r => r.glyph && r.glyph.type === 'ImageRGBA').map(r => {
+    const d = r.data_source.data; const c = d instanceof Map ? d.get('image') : d.image; return c ? c.length : 0; });
   let longest = 0;
   for (const doc of Bokeh.documents) for (const m of doc.all_models) {
     if (m.type !== 'ColumnDataSource') continue;
     const d = m.data; const cols = d instanceof Map ? [...d.values()] : Object.values(d);
     for (const c of cols) if (c && c.length > longest) longest = c.length;
   }
-  return {kinds, longest};
+  return {kinds, longest, images: images.reduce((a, b) => a + b, 0)};
 }"""
 
 
@@ -72,10 +75,10 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     time.sleep(0.5)
     page.get_by_role("button", name="▶ Train", exact=True).click()
     wait_text(page, "Finished after", timeout=180_000)
-    page.wait_for_function(f"() => {{ const s = ({MAP_STATE})(); return s && s.kinds.includes('ImageRGBA'); }}",
+    page.wait_for_function(f"() => {{ const s = ({MAP_STATE})(); return s && s.images > 0; }}",
                            timeout=30_000)
     state = page.evaluate(MAP_STATE)
-    assert "ImageRGBA" in state["kinds"], state  # datashader's image of the points
+    assert "ImageRGBA" in state["kinds"] and state["images"] == 1, state  # datashader's image of the points
     assert state["longest"] < N, f"a data source holds {state['longest']} values: points were sent as glyphs"
     screenshot(page, artifacts, "20k-latent-map")
     pos = page.evaluate("""() => { const v = __gx.figure('Latent space');
