@@ -821,6 +821,35 @@ def _nearest_training_rows(model, Y, mask, count):
 
 
 @blas_pinned
+def best_starts(problem, theta_all: np.ndarray, n: int, K: int, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keep`` best of ``K`` starts per row by ``problem.value_and_grad`` (higher is better).
+
+    ``theta_all`` (n*K, P) holds row i's starts at i*K .. i*K+K-1.  Returns
+    ``rows`` (n*keep,), the new row each kept start belongs to, and the starts
+    (n*keep, P), row-major as given.  A non-finite score ranks last.
+    """
+    rows_all = np.repeat(np.arange(n), K)
+    if K <= keep:
+        return rows_all, theta_all
+    score, _ = problem.value_and_grad(rows_all, theta_all, with_grad=False)
+    score = np.where(np.isfinite(score), score, -np.inf).reshape(n, K)
+    best = np.argsort(-score, axis=1, kind="stable")[:, :keep]
+    chosen = (np.arange(n)[:, None] * K + best).ravel()
+    return rows_all[chosen], theta_all[chosen]
+
+
+def best_of_optimised(res: "RowsResult", n: int, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the index (into the n*keep problems) of the lowest final value, and the values (n, keep).
+
+    Raises NumericalError when every start of some row ended non-finite.
+    """
+    fvals = np.where(np.isfinite(res.f), res.f, np.inf).reshape(n, keep)
+    pick = np.argmin(fvals, axis=1)
+    if not np.all(np.isfinite(fvals[np.arange(n), pick])):
+        raise NumericalError("Projection failed: the objective is not finite at any start of some rows.")
+    return np.arange(n) * keep + pick, fvals
+
+
 def infer_latent(model, Ynew, observed=None, *, num_starts=5, num_optimised=2, max_iters=300,
                  prior_start=True, gtol=1e-5, ftol=2.2e-9, memory=10, return_details=False):
     """Project the rows of ``Ynew`` (n, D) or (D,) into the latent space of a trained ``model``.
@@ -854,17 +883,8 @@ def infer_latent(model, Ynew, observed=None, *, num_starts=5, num_optimised=2, m
         theta_all = np.concatenate([theta_all.reshape(n, K, -1), problem.prior_start(n)[:, None, :]], axis=1)
         theta_all = theta_all.reshape(n * (K + 1), -1)
         K += 1
-    rows_all = np.repeat(np.arange(n), K)
     keep = int(min(max(1, num_optimised), K))
-    if K > keep:
-        score, _ = problem.value_and_grad(rows_all, theta_all, with_grad=False)
-        score = np.where(np.isfinite(score), score, -np.inf).reshape(n, K)
-        best = np.argsort(-score, axis=1, kind="stable")[:, :keep]
-        chosen = (np.arange(n)[:, None] * K + best).ravel()
-    else:
-        chosen = np.arange(n * K)
-    rows = rows_all[chosen]
-    theta0 = theta_all[chosen]
+    rows, theta0 = best_starts(problem, theta_all, n, K, keep)
     scale = problem.scales(theta0)
 
     if isinstance(problem, PointProjection):  # first reconstruct, then weigh the variance too
@@ -879,13 +899,8 @@ def infer_latent(model, Ynew, observed=None, *, num_starts=5, num_optimised=2, m
         return -v, -g * scale[idx]
 
     res = minimize_rows(negative, np.zeros_like(theta0), max_iters=max_iters, memory=memory, gtol=gtol, ftol=ftol)
-    res_x = theta0 + scale * res.x
-    fvals = np.where(np.isfinite(res.f), res.f, np.inf).reshape(n, keep)
-    pick = np.argmin(fvals, axis=1)
-    winners = np.arange(n) * keep + pick
-    if not np.all(np.isfinite(fvals[np.arange(n), pick])):
-        raise NumericalError("Projection failed: the objective is not finite at any start of some rows.")
-    theta = res_x[winners]
+    winners, fvals = best_of_optimised(res, n, keep)
+    theta = (theta0 + scale * res.x)[winners]
     mean, variance = problem.unpack(theta)
     problem.value_and_grad(np.arange(n), theta, with_grad=False)
     density = problem.last_density

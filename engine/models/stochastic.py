@@ -901,8 +901,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         (the best ``num_optimised`` optimised).  ``log_density`` is that bound,
         a lower bound on log p(y*_O | q(u)).  Returns :class:`engine.LatentInference`.
         """
-        from ..errors import NumericalError
-        from ..infer import LatentInference, check_new_data, minimize_rows
+        from ..infer import LatentInference, best_of_optimised, best_starts, check_new_data, minimize_rows
 
         Y, mask = check_new_data(self, Ynew, observed)
         model = self.copy()
@@ -912,19 +911,9 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         cand = model._nearest_rows(Yc, mask, max(1, int(num_starts)))
         K = cand.shape[1]
         keep = int(min(max(1, num_optimised), K))
-        rows_all = np.repeat(np.arange(n), K)
         mu_v, s_v = model._local_views()
         flat = cand.ravel()
-        theta_all = np.concatenate([mu_v[flat], s_v[flat]], axis=1)
-        if K > keep:
-            score, _ = problem.value_and_grad(rows_all, theta_all, with_grad=False)
-            score = np.where(np.isfinite(score), score, -np.inf).reshape(n, K)
-            best = np.argsort(-score, axis=1, kind="stable")[:, :keep]
-            chosen = (np.arange(n)[:, None] * K + best).ravel()
-        else:
-            chosen = np.arange(n * K)
-        rows = rows_all[chosen]
-        theta0 = theta_all[chosen]
+        rows, theta0 = best_starts(problem, np.concatenate([mu_v[flat], s_v[flat]], axis=1), n, K, keep)
         Q = self.latent_dim
         scale = np.concatenate([np.sqrt(POSITIVE.forward(theta0[:, Q:])), np.ones((theta0.shape[0], Q))], axis=1)
 
@@ -934,11 +923,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
 
         res = minimize_rows(negative, np.zeros_like(theta0), max_iters=max_iters, memory=memory, gtol=gtol,
                             ftol=ftol)
-        fvals = np.where(np.isfinite(res.f), res.f, np.inf).reshape(n, keep)
-        pick = np.argmin(fvals, axis=1)
-        if not np.all(np.isfinite(fvals[np.arange(n), pick])):
-            raise NumericalError("Projection failed: the objective is not finite at any start of some rows.")
-        theta = (theta0 + scale * res.x)[np.arange(n) * keep + pick]
+        winners, _ = best_of_optimised(res, n, keep)
+        theta = (theta0 + scale * res.x)[winners]
         mean, variance = theta[:, :Q].copy(), POSITIVE.forward(theta[:, Q:])
         density, _ = problem.value_and_grad(np.arange(n), theta, with_grad=False)
         pred, pred_var = model.predict(mean, variance, include_noise=True)
