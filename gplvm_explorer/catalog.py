@@ -538,12 +538,8 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
     budget = budget or Budget.from_env()
     instead = s.cheaper or "fewer inducing points M, a smaller Q, or a subsample of the data"
     bigger = suggestion(config, n, d)
-    if bigger:
+    if bigger:  # the page proposes it beside its own button (views.svi); not repeated in the notes
         instead = f"the {spec(bigger).display_name}, or {instead}"
-        rows = s.comfortable_rows(d, int(config.latent_dim), int(config.num_inducing))
-        notes.append(f"{n:,} rows is more than the {s.display_name} handles comfortably (about {rows:,} rows "
-                     f"here). Proposed: the {spec(bigger).display_name}; it trains on minibatches, so its "
-                     "time per iteration does not grow with the number of rows.")
     if cost.memory_bytes > budget.memory_bytes:
         errors.append(
             f"Too big for this server: the {s.display_name} on N={n} points needs about "

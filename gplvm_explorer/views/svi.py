@@ -32,7 +32,7 @@ class MinibatchPanel(pn.viewable.Viewer):
         self.switch = pn.widgets.Button(label="Use the proposed model", color="warning", visible=False,
                                         sizing_mode="stretch_width", css_classes=["gx-suggestion-use"])
         self.switch.on_click(self._on_switch)
-        s.param.watch(self._refresh, ["model", "suggestion", "locked"])
+        s.param.watch(self._refresh, ["model", "suggestion", "locked", "latent_dim", "num_inducing"])
         self._refresh()
 
     def _on_switch(self, event):
@@ -49,9 +49,12 @@ class MinibatchPanel(pn.viewable.Viewer):
         if key:
             ds = self.explorer.data.dataset
             rows = f"{ds.n:,} rows" if ds is not None else "many rows"
+            comfortable = s.spec.comfortable_rows(ds.d, int(s.latent_dim), int(s.num_inducing)) if ds else None
+            limit = f" (about {comfortable:,} here)" if comfortable else ""
             self.proposal.object = escape(
-                f"Big data: {rows}. Proposed model: {model_spec(key).display_name}. It trains on "
-                "minibatches of rows, so an iteration costs the same whatever the number of rows.", 400)
+                f"Big data: {rows}, more than the {s.spec.display_name} handles comfortably{limit}. "
+                f"Proposed model: {model_spec(key).display_name}. It trains on minibatches of rows, so an "
+                "iteration costs the same whatever the number of rows.", 400)
         self.proposal.visible = self.switch.visible = bool(key)
         self.switch.disabled = s.locked
 

@@ -70,7 +70,8 @@ def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
     panel = MinibatchPanel(explorer=big)
     assert big.settings.suggestion == "svi"
     assert panel.proposal.visible and panel.switch.visible
-    assert any("Proposed" in n for n in big.settings.notes)
+    assert f"{rows + 1000:,} rows" in panel.proposal.object and f"about {rows:,}" in panel.proposal.object
+    assert not any("Proposed" in n for n in big.settings.notes)  # said once, beside its button
     panel.switch.clicks += 1  # "Use the proposed model"
     assert big.settings.model == "svi" and big.settings.optimizer == "svi"
     assert big.settings.suggestion == "" and not panel.proposal.visible and panel.batch.visible
