@@ -10,7 +10,6 @@ image in: a click never waits behind a re-rasterisation.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .dispatch import Dispatcher
+from .state.background import LatestOnly
 
 logger = logging.getLogger(__name__)
 
@@ -59,63 +59,29 @@ class BackgroundRaster:
 
     def __init__(self, dispatcher: Dispatcher, on_done: Callable[[PointRaster], None],
                  on_error: Callable[[Exception], None] | None = None):
-        self._dispatcher = dispatcher
         self._on_done = on_done
         self._on_error = on_error
-        self._lock = threading.Lock()
-        self._wanted = None
-        self._done = None
-        self._busy = False
-        self._idle = threading.Event()
-        self._idle.set()
-        self._closed = False
+        self._runner = LatestOnly(dispatcher, _rasterise, self._apply, name="gplvm-raster")
 
     def request(self, points, codes, categories, colours, extent, size, key=None) -> None:
         """Rasterise soon (any thread); a newer request replaces one not yet started."""
-        with self._lock:
-            if self._closed:
-                return
-            self._wanted = (points, codes, tuple(categories), tuple(colours), tuple(extent), tuple(size), key)
-            if self._busy:
-                return
-            self._busy = True
-            self._idle.clear()
-        threading.Thread(target=self._loop, name="gplvm-raster", daemon=True).start()
+        self._runner.submit((points, codes, tuple(categories), tuple(colours), tuple(extent), tuple(size), key))
 
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                wanted, self._wanted = self._wanted, None
-                if wanted is None or self._closed:
-                    self._busy = False
-                    self._idle.set()
-                    return
-            points, codes, cats, colours, extent, size, key = wanted
-            try:
-                done = PointRaster(rasterise_points(points, codes, cats, colours, extent, size), extent, key)
-            except Exception as exc:  # shown in the page; the previous image stays
-                logger.exception("Could not rasterise the latent points")
-                done = exc
-            with self._lock:
-                self._done = done
-            self._dispatcher.soon(self._apply)
-
-    def _apply(self) -> None:
-        with self._lock:
-            done, self._done = self._done, None
-        if isinstance(done, Exception):
+    def _apply(self, done) -> None:
+        if isinstance(done, Exception):  # the previous image stays
             if self._on_error is not None:
                 self._on_error(done)
-        elif done is not None:
+        else:
             self._on_done(done)
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Wait for the thread and apply its image (tests and non-served use)."""
-        ok = self._idle.wait(timeout)
-        self._dispatcher.flush()
-        return ok
+        return self._runner.wait(timeout)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._wanted = self._done = None
+        self._runner.close()
+
+
+def _rasterise(wanted) -> PointRaster:
+    points, codes, cats, colours, extent, size, key = wanted
+    return PointRaster(rasterise_points(points, codes, cats, colours, extent, size), extent, key)

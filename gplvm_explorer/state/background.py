@@ -54,6 +54,7 @@ class LatestOnly:
         self._done = _NOTHING
         self._generation = 0  # bumped by drop(): outcomes of older requests are not applied
         self._busy = False
+        self._closed = False
         self._idle = threading.Event()
         self._idle.set()
 
@@ -64,8 +65,10 @@ class LatestOnly:
             return self._busy
 
     def submit(self, request) -> None:
-        """Compute ``request`` next (replacing any request still waiting)."""
+        """Compute ``request`` next (replacing any request still waiting); ignored once closed."""
         with self._lock:
+            if self._closed:
+                return
             self._wanted = request
             if self._busy:
                 return
@@ -79,6 +82,12 @@ class LatestOnly:
             self._wanted = _NOTHING
             self._done = _NOTHING
             self._generation += 1
+
+    def close(self) -> None:
+        """The page is gone: forget everything, compute nothing more."""
+        with self._lock:
+            self._closed = True
+        self.drop()
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Block until idle (tests, exports), then run what the dispatcher holds; False on timeout."""

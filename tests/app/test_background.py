@@ -97,3 +97,13 @@ def test_drop_discards_the_waiting_request_and_the_running_outcome():
     assert runner.wait(10)
     assert computed == ["old"]
     assert rec.applied == []
+
+
+def test_close_forgets_everything_and_refuses_new_requests():
+    computed = []
+    rec = Recorder()
+    runner = LatestOnly(Dispatcher(), computed.append, rec.apply, name="test-latest")
+    runner.close()
+    runner.submit("after close")
+    assert runner.wait(1)
+    assert computed == [] and rec.applied == []
