@@ -121,3 +121,28 @@ class LiveHTML(pn.pane.HTML):
         else:
             self._sheets_sent[ref] = keys
         model.update(**props)
+
+
+#: At most this many features get their names on a profile's axis; more get numbered ticks.
+NAMED_FEATURES = 16
+
+
+def label_feature_axis(axis, names, d: int, width: int = 20) -> None:
+    """Ticks of a feature-index axis: every feature by name for a few, numbers for many.
+
+    Every index 0..d-1 gets an explicit label, so labels of an earlier data set
+    can never survive in the browser (an emptied override dict did not always
+    reach it, and the old names stayed on the new ticks).
+    """
+    from bokeh.models import BasicTicker, FixedTicker
+
+    names = list(names or [])
+    d = int(d)
+    if d <= NAMED_FEATURES and len(names) == d:
+        axis.ticker = FixedTicker(ticks=list(range(d)))
+        axis.major_label_overrides = {i: plain(n, width) for i, n in enumerate(names)}
+        axis.major_label_orientation = 0.8
+    else:
+        axis.ticker = FixedTicker(ticks=list(range(d))) if d <= NAMED_FEATURES else BasicTicker()
+        axis.major_label_overrides = {i: str(i) for i in range(d)}
+        axis.major_label_orientation = "horizontal"

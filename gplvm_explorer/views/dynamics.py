@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import (BasicTicker, BoxAnnotation, ColumnDataSource, FixedTicker, Legend, LegendItem,
+from bokeh.models import (BoxAnnotation, ColumnDataSource, Legend, LegendItem,
                           LinearColorMapper, Range1d, Span)
 from bokeh.plotting import figure
 
 from ..explorer import Explorer
 from ..state.dynamics import is_dynamical
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, plain, title_with_help
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, label_feature_axis, plain, title_with_help
 from .reconstruction import GREYS
 
 HELP = """**Dynamics.** The dynamical GP-LVM puts a Gaussian-process prior over time on the latent
@@ -171,15 +171,7 @@ class DynamicsView(pn.viewable.Viewer):
         if not is_image:
             D = len(names)
             self.frame_fig.x_range.update(start=-0.5, end=D - 0.5)
-            axis = self.frame_fig.xaxis[0]
-            if D <= 16:
-                axis.ticker = FixedTicker(ticks=list(range(D)))
-                axis.major_label_overrides = {j: plain(n, 16) for j, n in enumerate(names)}
-                axis.major_label_orientation = 0.8
-            else:
-                axis.ticker = BasicTicker()
-                axis.major_label_overrides = {}
-                axis.major_label_orientation = "horizontal"
+            label_feature_axis(self.frame_fig.xaxis[0], names, D, width=16)
         for box in self._gap_boxes:
             box.visible = False
         for k, (a, b) in enumerate(tr.gaps):

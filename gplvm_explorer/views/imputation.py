@@ -15,14 +15,15 @@ import logging
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LinearColorMapper, Range1d
+from bokeh.models import ColumnDataSource, LinearColorMapper, Range1d
 from bokeh.palettes import Inferno256
 from bokeh.plotting import figure
 
 from .. import export, help_texts
 from ..explorer import Explorer
 from ..state.imputation import MISSING_CHOICES
-from .common import ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, SMALL_MD, escape, plain, sync, title_with_help
+from .common import (ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, SMALL_MD, escape, label_feature_axis, sync,
+                     title_with_help)
 from .reconstruction import GREYS
 
 logger = logging.getLogger(__name__)
@@ -208,15 +209,7 @@ class ImputationView(pn.viewable.Viewer):
                 fig.x_range.update(start=0, end=w)
                 fig.y_range.update(start=0, end=h)
             return
-        names = list(ds.feature_names or [])
-        D = ds.d
-        self.profile_fig.xaxis.ticker = FixedTicker(ticks=list(range(D))) if D <= 16 else BasicTicker()
-        if D <= 16 and len(names) == D:
-            self.profile_fig.xaxis.major_label_overrides = {i: plain(n, 20) for i, n in enumerate(names)}
-            self.profile_fig.xaxis.major_label_orientation = 0.8
-        else:
-            self.profile_fig.xaxis.major_label_overrides = {}
-            self.profile_fig.xaxis.major_label_orientation = "horizontal"
+        label_feature_axis(self.profile_fig.xaxis[0], ds.feature_names, ds.d)
 
     def _show_image(self, imp) -> None:
         h, w = imp.image_shape

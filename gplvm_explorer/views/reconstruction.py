@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LinearColorMapper, Range1d
+from bokeh.models import ColumnDataSource, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 
 from .. import help_texts
 from ..explorer import Explorer
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, plain, title_with_help
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, label_feature_axis, plain, title_with_help
 
 GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
 HINT = "Click the latent map to see the model's output there."
@@ -83,15 +83,7 @@ class ReconstructionView(pn.viewable.Viewer):
         self.images.visible = is_image
         self.profile.visible = ds is not None and not is_image
         if ds is not None and not is_image:
-            names = list(ds.feature_names or [])
-            D = ds.d
-            self.profile_fig.xaxis.ticker = FixedTicker(ticks=list(range(D))) if D <= 16 else BasicTicker()
-            if D <= 16 and len(names) == D:
-                self.profile_fig.xaxis.major_label_overrides = {i: plain(n, 20) for i, n in enumerate(names)}
-                self.profile_fig.xaxis.major_label_orientation = 0.8
-            else:
-                self.profile_fig.xaxis.major_label_overrides = {}
-                self.profile_fig.xaxis.major_label_orientation = "horizontal"
+            label_feature_axis(self.profile_fig.xaxis[0], ds.feature_names, ds.d)
         if self.explorer.latent.reconstruction is None:
             self.text.object = escape(HINT)
 

@@ -185,3 +185,24 @@ def test_ard_bars_are_redrawn_only_when_they_change(fake_build, pump):
     ard.mode.value = "lengthscale"
     np.testing.assert_allclose(ard.source.data["value"], 1.0 / np.sqrt(rel))
     assert ard.figure.title.text == "ARD: lengthscale ℓ"
+
+
+def test_feature_axes_never_keep_the_previous_data_sets_names():
+    from bokeh.plotting import figure
+
+    from gplvm_explorer.views.common import label_feature_axis
+
+    ex = Explorer()
+    recon = ReconstructionView(explorer=ex)
+    axis = recon.profile_fig.xaxis[0]
+    ex.data.sample = "walking-gap"  # 13 named columns: named ticks
+    names = ex.data.dataset.feature_names
+    assert axis.major_label_overrides == {i: n for i, n in enumerate(names)}
+    ex.data.sample = "two-views"  # 108 columns: every index labelled by its number
+    assert axis.major_label_overrides == {i: str(i) for i in range(108)}
+    ex.close()
+    # the helper the imputation and dynamics views share
+    other = figure().xaxis[0]
+    label_feature_axis(other, ["a", "b", "c"], 3)
+    label_feature_axis(other, None, 40)
+    assert other.major_label_overrides[0] == "0" and len(other.major_label_overrides) == 40
