@@ -68,6 +68,18 @@ def _served_doc():
     return doc if doc is not None and doc.session_context is not None else None
 
 
+SYSTEM_FONTS = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+
+
+class Fast(pn.theme.Fast):
+    """Panel's Fast design without its Google web font (the page loads nothing from elsewhere).
+
+    Same class name as Panel's: Panel finds a design's own files by the lower-cased class name.
+    """
+
+    _resources = {**pn.theme.Fast._resources, "font": {}}
+
+
 def create_app(**explorer_options):
     """Build one page.  ``explorer_options`` go to :class:`Explorer` (tests pass a limiter or a model builder)."""
     doc = _served_doc()
@@ -114,6 +126,10 @@ def create_app(**explorer_options):
         raw_css=[_asset_text("style.css")],
         theme_toggle=False,
         main_layout=None,
+        # no web font: the page makes no request outside its own server (offline rooms, firewalls)
+        design=Fast,
+        font_url="",
+        font=SYSTEM_FONTS,
     )
     if doc is not None:
         def _destroyed(session_context, ex=ex, log=logger):
