@@ -28,6 +28,7 @@ window.__gm = {
     }
     return out;
   },
+  has(m, c) { const d = m.data; return (d instanceof Map ? d.get(c) : d[c]) !== undefined; },
   col(m, c) { const d = m.data; return Array.from(d instanceof Map ? d.get(c) : d[c]); },
   *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
   figure(title) {
@@ -42,9 +43,10 @@ window.__gm = {
 
 
 def columns(page, key, *cols):
-    """Every source with column ``key``: a list of {col: values} for ``cols`` (and key)."""
+    """Every source with column ``key`` and all of ``cols``: a list of {col: values} for ``cols`` (and key)."""
     return page.evaluate(
-        """([key, cols]) => __gm.sources(key).map(m => Object.fromEntries([key, ...cols].map(c => [c, __gm.col(m, c)])))""",
+        """([key, cols]) => __gm.sources(key).filter(m => cols.every(c => __gm.has(m, c)))
+             .map(m => Object.fromEntries([key, ...cols].map(c => [c, __gm.col(m, c)])))""",
         [key, list(cols)])
 
 
