@@ -15,7 +15,7 @@ N, D, Q, M = 90, 4, 2, 6
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def _local_cluster():
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                                        silence_logs=50)
     client = distributed.Client(cluster)
@@ -24,6 +24,14 @@ def cluster():
     finally:
         client.close()
         cluster.close()
+
+
+@pytest.fixture
+def cluster(_local_cluster):
+    """The module's 2-worker cluster, with both workers registered (a killed one is restarted by its nanny)."""
+    _, client = _local_cluster
+    client.wait_for_workers(2, timeout=120)
+    return _local_cluster
 
 
 def _data(seed=0):
