@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -166,5 +167,34 @@ def panel_serve_subprocess(chromium_path):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=15)
         except Exception:  # noqa: BLE001
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@contextmanager
+def serve_cli(args, log_dir: Path, timeout: float = 120):
+    """``gplvm-explorer ARGS`` in its own process group on a free port; yields the page's URL.
+
+    The server's output goes to ``log_dir/server.log`` and is shown when it does not come up.
+    """
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    log = open(Path(log_dir) / "server.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gplvm_explorer.cli", *map(str, args), "--port", str(port), "--address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/liveness", timeout=timeout)
+        except RuntimeError:
+            log.seek(0)
+            pytest.fail(f"the CLI did not serve: {log.read()[-3000:]}")
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()

@@ -1,20 +1,16 @@
 """`gplvm-explorer FILE.parquet --latent-dim 3`: the served page shows the file and the setting."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
-from .conftest import ROOT, _wait_http, free_port
+from browserkit import READY
+
+from .conftest import serve_cli
 
 pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
 
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 SLIDER_VALUE = """(title) => {
   for (const doc of Bokeh.documents) for (const m of doc.all_models) {
     if (m.title === title && m.value !== undefined) return m.value;
@@ -30,28 +26,8 @@ def served_parquet(tmp_path, chromium_path):
     df["kind"] = pd.Categorical(np.resize(["p", "q"], 137))
     path = tmp_path / "cli_points.parquet"
     df.to_parquet(path)
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(tmp_path / "server.log", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gplvm_explorer.cli", str(path), "--port", str(port), "--address", "127.0.0.1",
-         "--latent-dim", "3", "--label", "kind"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        try:
-            _wait_http(f"http://127.0.0.1:{port}/liveness", timeout=120)
-        except RuntimeError:
-            log.seek(0)
-            pytest.fail(f"the CLI did not serve: {log.read()[-3000:]}")
-        yield f"http://127.0.0.1:{port}/", path
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+    with serve_cli([path, "--latent-dim", 3, "--label", "kind"], tmp_path) as url:
+        yield url, path
 
 
 @pytest.mark.timeout(240)

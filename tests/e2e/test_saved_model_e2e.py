@@ -1,15 +1,12 @@
 """`gplvm-explorer model.npz`: the served page opens a saved model, ready to explore, without training."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
-from .conftest import ROOT, _wait_http, free_port
+from browserkit import READY
+
+from .conftest import serve_cli
 
 pytestmark = [
     pytest.mark.e2e,
@@ -17,7 +14,6 @@ pytestmark = [
 ]
 
 N, Q = 53, 3
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 # the longest data column called ``col`` on the page (-1: none)
 COLUMN_LENGTH = """(col) => {
   let n = -1;
@@ -53,27 +49,8 @@ def served_model(tmp_path, chromium_path):
     engine.fit(model, max_iters=20)
     path = tmp_path / "saved model.npz"
     save_model(model, path)
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(tmp_path / "server.log", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gplvm_explorer.cli", str(path), "--port", str(port), "--address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        try:
-            _wait_http(f"http://127.0.0.1:{port}/liveness", timeout=120)
-        except RuntimeError:
-            log.seek(0)
-            pytest.fail(f"the CLI did not serve: {log.read()[-3000:]}")
-        yield f"http://127.0.0.1:{port}/", path, model.objective()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+    with serve_cli([path], tmp_path) as url:
+        yield url, path, model.objective()
 
 
 @pytest.mark.timeout(240)
