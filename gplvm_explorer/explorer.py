@@ -65,6 +65,13 @@ class Explorer(param.Parameterized):
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
         self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
+        # what Train would do changed: prepare its start again (once per page update)
+        prepare = lambda *events: self.dispatcher.soon(self._prepare)  # noqa: E731
+        self.data.param.watch(prepare, ["dataset"])
+        self.settings.param.watch(prepare, ["errors", "model", "kernel", "bias", "white", "latent_dim",
+                                            "num_inducing", "init", "optimizer", "seed", "layers", "batch_size"])
+        self.missing.param.watch(prepare, list(self.missing.param)[1:])
+        self.inputs.param.watch(prepare, list(self.inputs.param)[1:])
         self.data.load_default()
         self.warming_up = not warmup.done()
         self._unsubscribe_warmup = warmup.on_done(lambda: self.dispatcher.soon(self._on_warm))
@@ -80,24 +87,40 @@ class Explorer(param.Parameterized):
         if not self.settings.validate():
             tr.message, tr.message_kind = " ".join(self.settings.errors), "danger"
             return False
-        try:  # a model that cannot use missing cells trains on a completed copy
-            ds = self.missing.training_data(ds, self.settings.spec)
-        except DataError as exc:
+        try:
+            ds, config = self._training_input(ds)
+        except (DataError, ValueError) as exc:
             tr.message, tr.message_kind = str(exc), "danger"
             return False
-        try:  # a time per row, or the columns split into views (ModelSpec.inputs)
-            ds, config = self.inputs.apply(ds, self.settings.spec, self.settings.config())
-        except ValueError as exc:
-            tr.message, tr.message_kind = str(exc), "danger"
-            return False
-        # a minibatch model reads the command-line .npy file memory-mapped, never copied
-        ds = training_dataset(ds, self.settings.spec)
         return tr.start(ds, config)
+
+    def _training_input(self, ds):
+        """(dataset, config) a Train click with ``ds`` and the current settings trains on;
+        DataError or ValueError say why it cannot."""
+        # a model that cannot use missing cells trains on a completed copy
+        ds = self.missing.training_data(ds, self.settings.spec)
+        # a time per row, or the columns split into views (ModelSpec.inputs)
+        ds, config = self.inputs.apply(ds, self.settings.spec, self.settings.config())
+        # a minibatch model reads the command-line .npy file memory-mapped, never copied
+        return training_dataset(ds, self.settings.spec), config
+
+    def _prepare(self) -> None:
+        """Get the next Train click's model and first objective value ready (in the background)."""
+        ds = self.data.dataset
+        if ds is None or self.training.active or self.settings.errors:
+            self.training.cancel_prepared()
+            return
+        try:
+            ds, config = self._training_input(ds)
+        except (DataError, ValueError):  # Train will say why
+            self.training.cancel_prepared()
+            return
+        self.training.prepare(ds, config)
 
     def close(self) -> None:
         """The browser session ended: stop the fit, forget pending page updates."""
         self._unsubscribe_warmup()
-        self.training.close()
+        self.training.close()  # also drops a prepared start
         self.latent.close()
         self.dispatcher.close()
 

@@ -22,8 +22,8 @@ import param
 
 from ..catalog import ModelConfig
 from ..dispatch import Dispatcher
-from ..training.worker import (ACTIVE, Limiter, ProgressEvent, ResultEvent, Status, StatusEvent, TrainedResult,
-                               TrainingJob, default_limiter)
+from ..training.worker import (ACTIVE, Limiter, PreparedStart, ProgressEvent, ResultEvent, Status, StatusEvent,
+                               TrainedResult, TrainingJob, default_limiter)
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class TrainingRun(param.Parameterized):
         self.publish_interval = float(publish_interval)
         self.notify_interval = float(notify_interval)
         self._job: TrainingJob | None = None
+        self._prepared: PreparedStart | None = None
         self.trace = hv.streams.Buffer(self._empty_trace(), length=1_000_000, index=False)
 
     @staticmethod
@@ -93,9 +94,13 @@ class TrainingRun(param.Parameterized):
             return False
         if self._job is not None:
             self._job.join(1.0)  # it has reported its end; the thread is returning
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and not prepared.matches(dataset.values, config):
+            prepared.cancel()
+            prepared = None
         job = TrainingJob(self.run_id + 1, dataset.values, config, dataset=dataset, notify=self._notify,
                           limiter=self._limiter, build=self._build, publish_interval=self.publish_interval,
-                          notify_interval=self.notify_interval)
+                          notify_interval=self.notify_interval, prepared=prepared)
         # the thread builds the model while the page redraws for the new run (its events wait for pump)
         try:
             job.start()
@@ -118,6 +123,30 @@ class TrainingRun(param.Parameterized):
             self.message, self.message_kind = _MESSAGES[Status.STARTING], "info"
             self.status = Status.STARTING.value  # the run exists; its events take over from here
         return True
+
+    def prepare(self, dataset, config: ModelConfig | None) -> PreparedStart | None:
+        """Build the model of these data and settings and evaluate its start in the background,
+        so that a Train click with them draws its first point at once (None, or while training:
+        nothing to prepare; the one prepared before is dropped unless it matches)."""
+        old = self._prepared
+        if dataset is None or config is None or self.active or not PreparedStart.applies(config):
+            self.cancel_prepared()
+            return None
+        if old is not None and old.matches(dataset.values, config):
+            return old
+        self.cancel_prepared()
+        self._prepared = PreparedStart(dataset.values, config, build=self._build, limiter=self._limiter).start()
+        return self._prepared
+
+    def cancel_prepared(self) -> None:
+        if self._prepared is not None:
+            self._prepared.cancel()
+            self._prepared = None
+
+    @property
+    def prepared(self) -> PreparedStart | None:
+        """The start prepared for the next Train click, if any."""
+        return self._prepared
 
     def show_result(self, result: TrainedResult, name: str) -> bool:
         """Show a model trained elsewhere (a saved model file called ``name``) as a finished run."""
@@ -159,6 +188,7 @@ class TrainingRun(param.Parameterized):
 
     def close(self) -> None:
         """The page is gone: stop the fit and let go of its events (nothing more reaches the page)."""
+        self.cancel_prepared()
         if self._job is not None:
             self._job.stop()
             self._job.drain()

@@ -21,6 +21,7 @@ touches Bokeh or Panel objects, and copies nothing of size N per iteration
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "ACTIVE",
     "Limiter",
+    "PreparedStart",
     "ProgressEvent",
     "ResultEvent",
     "Status",
@@ -70,6 +72,10 @@ class Status(str, enum.Enum):
 #: Frozen results while training come at most every this many seconds per data row (2 s at 20,000
 #: rows, 10 s at 100,000): each costs the page a pass over the rows (the map's posterior, its KD-tree).
 PUBLISH_SECONDS_PER_ROW = 1e-4
+
+#: Seconds a :class:`PreparedStart` waits after it is made before it builds: changes of the
+#: settings in quick succession replace it before it costs anything.
+PREPARE_DELAY = 0.2
 
 ACTIVE = frozenset({Status.QUEUED, Status.STARTING, Status.RUNNING, Status.PAUSED, Status.STOPPING})
 
@@ -306,6 +312,130 @@ class _Observed:
         return getattr(self._model, name)
 
 
+#: One starting point computed at a time in the process (they serve Train clicks still to come).
+_PREPARE_LOCK = threading.Lock()
+
+
+class PreparedStart:
+    """The model of a likely next Train click, built and evaluated at its start ahead of the click.
+
+    On a daemon thread, ``delay`` seconds after it is made (unless :meth:`take`
+    wants it sooner): build the model from ``(Y, config)`` and run
+    ``engine.fit(model, max_iters=0)``, which chooses the fit's jitter and
+    evaluates the objective at the starting point.  A :class:`TrainingJob`
+    given this object takes the model and that value (iteration 0 of its
+    trace) instead of building: the first point of the curve is drawn as soon
+    as Train is clicked, and it is the true objective of the model then
+    trained (the fit evaluates the same model at the same point again).
+
+    It matches only the same ``Y`` array (identity) and the same config but for
+    ``max_iters``; the page cancels it when the data or settings change.  It
+    yields to trainings: while the process-wide limiter is full it computes
+    nothing until a job takes it.  Never raises: a failure leaves it empty and
+    the job builds (and reports the error) as usual.
+    """
+
+    def __init__(self, Y: np.ndarray, config: ModelConfig, *,
+                 build: Callable[[np.ndarray, ModelConfig], Any] | None = None,
+                 limiter: Limiter | None = None, delay: float = PREPARE_DELAY):
+        self._Y = Y
+        self.config = config
+        self._key = self.key(config)
+        self._build = build or (lambda Y, cfg: cfg.spec.build(Y, cfg))
+        self._limiter = limiter if limiter is not None else default_limiter()
+        self._delay = float(delay)
+        self._cancel = threading.Event()
+        self._wake = threading.Event()  # end the delay: taken or cancelled
+        self._wanted = False  # a job waits for it
+        self._done = threading.Event()
+        self._model = None
+        self._value: float | None = None
+        self._thread = threading.Thread(target=self._run, name="gplvm-prepare", daemon=True)
+
+    @staticmethod
+    def key(config: ModelConfig) -> ModelConfig:
+        """What must agree for a prepared start to serve a run (everything but ``max_iters``)."""
+        return dataclasses.replace(config, max_iters=0)
+
+    @staticmethod
+    def applies(config: ModelConfig) -> bool:
+        """Whether a start can be prepared: full-batch models without extra inputs."""
+        s = config.spec
+        return not s.minibatch and not s.inputs and config.optimizer != "svi"
+
+    def start(self) -> "PreparedStart":
+        self._thread.start()
+        return self
+
+    def matches(self, Y: np.ndarray, config: ModelConfig) -> bool:
+        return Y is self._Y and self.key(config) == self._key and not self._cancel.is_set()
+
+    @property
+    def ready(self) -> bool:
+        """The model and its starting value are there."""
+        return self._done.is_set() and self._model is not None
+
+    @property
+    def value(self) -> float | None:
+        """The objective at the start (nats), once ready."""
+        return self._value
+
+    def cancel(self) -> None:
+        """Stop computing (within an evaluation) and let go of the model; it matches nothing after."""
+        self._cancel.set()
+        self._wake.set()
+
+    def take(self, stop: threading.Event) -> tuple | None:
+        """(model, objective at its start), waiting for the computation; None if it failed,
+        was cancelled or ``stop`` was set first.  Once only: the model now belongs to the caller."""
+        self._wanted = True
+        self._wake.set()
+        while not self._done.wait(0.05):
+            if stop.is_set():
+                self.cancel()
+                return None
+        if self._cancel.is_set() or self._model is None:
+            return None
+        taken = (self._model, float(self._value))
+        self._model = None
+        self._cancel.set()  # taken: it serves no other run
+        return taken
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until it has finished (or given up); True when finished."""
+        return self._done.wait(timeout)
+
+    def _run(self) -> None:
+        import engine
+
+        try:
+            self._wake.wait(self._delay)
+            while not self._cancel.is_set() and not self._wanted and self._limiter.active >= self._limiter.limit:
+                self._wake.wait(0.5)  # the trainings running now come first
+            with _PREPARE_LOCK:
+                if self._cancel.is_set():
+                    return
+                model = self._build(self._Y, self.config)
+                if self._cancel.is_set():
+                    return
+                result = engine.fit(model, optimizer=self.config.optimizer, max_iters=0, stop=self._cancel)
+                if result.stopped or self._cancel.is_set():
+                    return
+                self._model, self._value = model, float(result.objective)
+        except BaseException:  # the job builds again and reports what goes wrong
+            logger.debug("Preparing the start of a training failed", exc_info=True)
+            self._model = None
+        finally:
+            self._done.set()
+
+
+def _check_start(prepared: float, evaluated: float) -> None:
+    """The prepared starting value against the fit's own first evaluation (equal: same model, same point)."""
+    if not np.isclose(prepared, evaluated, rtol=1e-9, atol=0.0):
+        logger.warning("The prepared starting objective %r differs from the fit's first evaluation %r",
+                       prepared, evaluated)
+
+
 class TrainingJob:
     """One fit on a daemon thread, reporting through ordered events.
 
@@ -318,12 +448,15 @@ class TrainingJob:
     publish_interval : seconds between two frozen results while training (at least
         ``PUBLISH_SECONDS_PER_ROW`` per data row).
     notify_interval : seconds between two progress notifications.
+    prepared : a :class:`PreparedStart` of the same data and settings: its model and starting
+        value are taken instead of building (the value is iteration 0 at once).
     """
 
     def __init__(self, run_id: int, Y: np.ndarray, config: ModelConfig, *, dataset=None,
                  notify: Callable[[], None] | None = None, limiter: Limiter | None = None,
                  build: Callable[[np.ndarray, ModelConfig], Any] | None = None,
-                 publish_interval: float = 1.0, notify_interval: float = 0.2):
+                 publish_interval: float = 1.0, notify_interval: float = 0.2,
+                 prepared: PreparedStart | None = None):
         self.run_id = int(run_id)
         self.config = config
         self._Y = Y
@@ -349,6 +482,7 @@ class TrainingJob:
         self._publish_floor = PUBLISH_SECONDS_PER_ROW * len(Y)
         self._last_notify = -np.inf
         self._thread: threading.Thread | None = None
+        self._prepared = prepared
 
     # ---- control (any thread) ----------------------------------------------------
     @property
@@ -530,13 +664,22 @@ class TrainingJob:
                 final = (Status.STOPPED, "Stopped before it started.", "")
                 return
             self._emit_status(Status.STARTING)
-            model = self._build(self._Y, self.config)
+            prepared, self._prepared = self._prepared, None
+            taken = prepared.take(self._stop) if prepared is not None else None
+            if taken is not None:
+                model, start_value = taken
+            else:
+                model, start_value = self._build(self._Y, self.config), None
             self._model = model
             self._objective_name = getattr(model, "objective_name", self._objective_name)
             result = None
             if not self._stop.is_set():
                 self._emit_status(Status.RUNNING)
-                observed = _Observed(model, self._on_first_value)
+                if start_value is None:
+                    observed = _Observed(model, self._on_first_value)
+                else:  # iteration 0 is known: drawn now; the fit's own first evaluation only confirms it
+                    self._on_first_value(start_value)
+                    observed = _Observed(model, lambda value: _check_start(start_value, value))
                 callback = self._remember(self._on_snapshot)
                 result = engine.fit(observed, optimizer=self.config.optimizer, max_iters=int(self.config.max_iters),
                                     callback=callback, stop=self._stop, pause=self._pause)
@@ -556,6 +699,8 @@ class TrainingJob:
                     logger.exception("Could not publish the model after a failure")
             final = (Status.FAILED, explain_error(exc), details)
         finally:
+            if self._prepared is not None:  # never taken (stopped while queued)
+                self._prepared.cancel()
             if acquired:
                 self._limiter.release()
             # the slot is free before the page hears the run is over

@@ -193,3 +193,31 @@ def test_summary_counts_1nn_errors_off_the_page_thread(make_explorer, fake_build
     expected = one_nn_errors(result.X_mean, result.dataset.labels)
     assert "Iterations: 3" in ex.summary  # the late count of the first run is not shown
     assert f"1-NN errors in the latent space: {expected} of 200" in ex.summary
+
+
+def test_the_next_train_click_is_prepared_after_each_change_and_trains_that_model(make_explorer, pump):
+    made = []
+
+    def build(Y, config):
+        made.append(config.spec.build(Y, config))
+        return made[-1]
+    ex = make_explorer(build=build)
+    ex.settings.max_iters = 3
+    ex.dispatcher.flush()
+    first = ex.training.prepared
+    assert first is not None and first.matches(ex.data.dataset.values, ex.settings.config())
+    ex.settings.num_inducing = 12  # another model: the start prepared before no longer serves
+    ex.dispatcher.flush()
+    second = ex.training.prepared
+    assert second is not first and not first.matches(ex.data.dataset.values, ex.settings.config())
+    assert second.matches(ex.data.dataset.values, ex.settings.config())
+    assert second.wait(120) and second.ready
+    builds = len(made)
+    assert ex.train(), ex.training.message
+    assert ex.training.prepared is None
+    assert pump(ex, lambda: ex.training.status == "finished", timeout=120), ex.training.message
+    assert len(made) == builds and ex.training.result.model is made[-1]  # trained the prepared model
+    assert ex.training.trace.data["objective"].iloc[0] == second.value
+    assert ex.training.trace.data["iteration"].iloc[0] == 0
+    ex.dispatcher.flush()
+    assert ex.training.prepared is None  # a finished run prepares nothing until something changes

@@ -10,6 +10,7 @@ import pytest
 from engine.errors import NumericalError
 from gplvm_explorer.catalog import ModelConfig
 from gplvm_explorer.training import (Limiter, ProgressEvent, ResultEvent, Status, StatusEvent, TrainingJob)
+from gplvm_explorer.training.worker import PreparedStart
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,3 +159,79 @@ def test_results_of_big_data_come_at_most_every_row_scaled_interval(fake_build):
     assert 5000 * PUBLISH_SECONDS_PER_ROW == pytest.approx(0.5)
     assert 1 <= len(results) <= 4, len(results)  # at most ~2 while fitting + the final one, not 200
     assert results[-1].final and results[-1].iteration == 200
+
+
+# ---- a start prepared before the Train click ----------------------------------------------------
+
+SMALL = np.random.default_rng(2).standard_normal((60, 5))
+BAYES = ModelConfig(model="bayesian", latent_dim=2, num_inducing=8, optimizer="lbfgs", max_iters=4)
+
+
+def recording(build=None):
+    """A build that remembers what it made (the catalog's by default)."""
+    made = []
+
+    def wrapped(Y, config):
+        made.append((build or config.spec.build)(Y, config))
+        return made[-1]
+    wrapped.made = made
+    return wrapped
+
+
+def test_a_prepared_start_is_iteration_0_of_the_run_and_the_true_objective(caplog):
+    import engine
+
+    build = recording()
+    prepared = PreparedStart(SMALL, BAYES, build=build, limiter=Limiter(1), delay=0.0).start()
+    assert prepared.wait(60) and prepared.ready
+    # the objective of the same model, built independently, at the start of a fit
+    alone = BAYES.spec.build(SMALL, BAYES)
+    assert prepared.value == engine.fit(alone, max_iters=0).objective
+    job_build = recording()
+    job = TrainingJob(1, SMALL, BAYES, build=job_build, limiter=Limiter(1), prepared=prepared)
+    with caplog.at_level("WARNING", logger="gplvm_explorer.training.worker"):
+        events = run_job(job, timeout=60)
+    progress = [e for e in events if isinstance(e, ProgressEvent)]
+    assert progress[0].iterations[0] == 0 and progress[0].objectives[0] == prepared.value
+    assert job_build.made == []  # the job trained the prepared model instead of building one
+    assert [e for e in events if isinstance(e, ResultEvent)][-1].result.model is build.made[0]
+    # the fit's own first evaluation agreed with the prepared value (else a warning is logged)
+    assert not [r for r in caplog.records if "differs" in r.getMessage()]
+    assert [e.status for e in events if isinstance(e, StatusEvent)][-1] == Status.FINISHED
+    assert prepared.take(threading.Event()) is None  # taken once
+
+
+def test_a_prepared_start_serves_only_its_data_and_settings_and_cancels(fake_build):
+    build = fake_build(delay=0.05)
+    prepared = PreparedStart(Y, CFG, build=build, limiter=Limiter(1), delay=0.0)
+    assert prepared.matches(Y, CFG) and prepared.matches(Y, ModelConfig(**{**CFG.__dict__, "max_iters": 7}))
+    assert not prepared.matches(Y.copy(), CFG)  # other data (identity: the array the page trains on)
+    assert not prepared.matches(Y, ModelConfig(**{**CFG.__dict__, "latent_dim": 3}))
+    prepared.start()
+    prepared.cancel()
+    assert prepared.wait(10) and not prepared.ready and not prepared.matches(Y, CFG)
+    assert prepared.take(threading.Event()) is None
+    # a job given a cancelled start builds its own model and still starts at iteration 0
+    events = run_job(TrainingJob(1, Y, CFG, build=build, limiter=Limiter(1), prepared=prepared))
+    assert [e for e in events if isinstance(e, ProgressEvent)][0].iterations[0] == 0
+    assert [e.status for e in events if isinstance(e, StatusEvent)][-1] == Status.FINISHED
+
+
+def test_a_prepared_start_waits_while_the_trainings_fill_the_limiter(fake_build):
+    limiter = Limiter(1)
+    build = fake_build()
+    limiter.acquire(object(), threading.Event())  # another session trains
+    prepared = PreparedStart(Y, CFG, build=build, limiter=limiter, delay=0.0).start()
+    assert not prepared.wait(0.3) and build.models == []  # nothing computed meanwhile
+    taken = prepared.take(threading.Event())  # a Train click of this page wants it now
+    assert taken is not None and taken[0] is build.models[0] and taken[1] == build.models[0].objective()
+    limiter.release()
+
+
+def test_a_failing_preparation_leaves_the_job_to_build_and_report(fake_build):
+    def broken(Y, config):
+        raise ValueError("no such kernel")
+    prepared = PreparedStart(Y, CFG, build=broken, limiter=Limiter(1), delay=0.0).start()
+    assert prepared.wait(10) and not prepared.ready
+    events = run_job(TrainingJob(1, Y, CFG, build=broken, limiter=Limiter(1), prepared=prepared))
+    assert events[-1].status == Status.FAILED and "no such kernel" in events[-1].message
