@@ -65,9 +65,11 @@ downloads a PNG of what you see."""
 IMPUTATION = """\
 **Imputed values.** Cells missing from the data (empty CSV fields, `NA`, NaN)
 are not guessed before training: the Bayesian and sparse GP-LVMs use only the
-observed cells of each row. Afterwards the model *fills in* each missing cell
-with its prediction at that row's latent position, with a ±2σ band (its
-predictive standard deviation, noise included). Observed values are shown as
+observed cells of each row. Afterwards the model *fills in* each missing cell:
+every other row's latent position is weighed by how well it predicts this
+row's observed cells, and the cell gets the weighted prediction with a ±2σ
+band (noise included). When the observed cells fit two regions of the map,
+both count, and the band is wide. Observed values are shown as
 they are. For images, the missing pixels are marked in orange. The exact
 GP-LVM cannot use missing cells: its data are completed first (column means
 or dropped rows). The CSV export has every value and a `_std` column after

@@ -15,6 +15,7 @@ from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..bound import CollapsedPosterior, StatsBound, _unwhiten_both, collapsed_bound_stats
 from ..errors import ConfigurationError, ShapeError, UnsupportedOperationError
+from ..imputation import candidate_rows, check_method, mixture_moments
 from ..linalg import chol_inverse, tri_solve
 from ..missing import observation_groups
 from .base import JITTER_RELATIVE, LatentVariableModel
@@ -363,16 +364,39 @@ class CollapsedModel(LatentVariableModel):
                 var[lo:hi, cols] = np.maximum(shared[:, None] + a_Psi2_a - m_r * m_r, 0.0) + noise
         return mean + self.Y_mean, var
 
-    def impute(self):
-        """(Y_filled (N, D), Y_std (N, D)) in data units: observed entries unchanged with std 0,
-        missing ones predicted at each row's latent (its q(x_n) where the model has one),
-        noise included in the std."""
-        values = self.parameters
-        S = values.get("X_variance")
-        mean, var = self.predict(values["X_mean"], S, include_noise=True)
+    def impute(self, method: str = "mixture", rows=None):
+        """(Y_filled, Y_std), each (N, D) (or (len(rows), D)), in data units.
+
+        Observed entries are unchanged with std 0; missing ones get a
+        prediction with its std, noise included (:mod:`engine.imputation`):
+        ``"mixture"`` (default) the posterior mean under the other rows'
+        q(x_m) weighted by how well each predicts the row's observed entries;
+        ``"latent"`` the prediction at the row's own q(x_n) (its latent point
+        for the sparse GP-LVM).  ``rows`` (int indices) limits the result to
+        those rows.
+        """
+        check_method(method)
         Y = self._Y_data
+        idx = np.arange(Y.shape[0]) if rows is None else np.asarray(rows, dtype=np.intp).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= Y.shape[0]):
+            raise ShapeError(f"Expected row indices between 0 and {Y.shape[0] - 1}.")
+        Y_rows = Y[idx]
         if self.observed is None:
-            return Y.copy(), np.zeros_like(Y)
-        filled = np.where(self.observed, Y, mean)
-        std = np.where(self.observed, 0.0, np.sqrt(var))
+            return Y_rows.copy(), np.zeros_like(Y_rows)
+        observed = self.observed[idx]
+        values = self.parameters
+        X, S = values["X_mean"], values.get("X_variance")
+        mean = np.zeros(Y_rows.shape)
+        var = np.zeros(Y_rows.shape)
+        todo = np.flatnonzero(~observed.all(axis=1))
+        if todo.size:
+            if method == "latent":
+                mean[todo], var[todo] = self.predict(X[idx[todo]], None if S is None else S[idx[todo]],
+                                                     include_noise=True)
+            else:
+                cand = candidate_rows(Y.shape[0])
+                cand_mean, cand_var = self.predict(X[cand], None if S is None else S[cand], include_noise=True)
+                mean[todo], var[todo] = mixture_moments(Y, self.observed, idx[todo], cand, cand_mean, cand_var)
+        filled = np.where(observed, Y_rows, mean)
+        std = np.where(observed, 0.0, np.sqrt(var))
         return filled, std

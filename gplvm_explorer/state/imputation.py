@@ -106,22 +106,6 @@ def _label(dataset, row: int) -> str:
     return f"{labels[row]:.3g}" if labels.dtype.kind == "f" else str(labels[row])
 
 
-def _model_fill(result, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Predictive mean and std (model units, noise included) at the latents of ``rows``.
-
-    The same prediction as the engine's ``model.impute()``: each row's q(x_n)
-    (mean and variance) where the model has one, else its latent point.
-    """
-    X = np.asarray(result.X_mean, dtype=float)[rows]
-    S = None if result.X_variance is None else np.asarray(result.X_variance, dtype=float)[rows]
-    mean, var = result.model.predict(X, S, include_noise=True)
-    mean = np.atleast_2d(np.asarray(mean, dtype=float))
-    var = np.asarray(var, dtype=float)
-    if var.ndim == 1:
-        var = np.repeat(var[:, None], mean.shape[1], axis=1)
-    return mean, np.sqrt(np.maximum(var, 0.0))
-
-
 def row_imputation(result, row: int) -> RowImputation:
     """Observed and filled-in values of training row ``row`` of ``result`` (original units)."""
     ds = result.dataset
@@ -135,8 +119,8 @@ def row_imputation(result, row: int) -> RowImputation:
     method = ""
     if nan.any():
         if hasattr(result.model, "impute"):
-            mean, sd = _model_fill(result, np.array([row]))
-            values[nan], std[nan] = mean[0, nan], sd[0, nan]
+            filled, sd = result.model.impute(rows=[row])  # the engine's imputation, for one row
+            values[nan], std[nan] = filled[0, nan], sd[0, nan]
             method = "model"
         else:  # cannot happen in the app: such models train on a complete copy
             std[nan] = np.nan
