@@ -437,17 +437,19 @@ class LatentVariableModel:
         return fit(self, **fit_kwargs)
 
     # ---- prediction cache ---------------------------------------------------------
-    def _cached(self, build):
-        """Factors for prediction at the current parameters, rebuilt after any change."""
+    def _cached(self, build, key="factors"):
+        """``build(values)`` at the current parameters, kept under ``key`` until any change."""
         with self._lock:
             version = self._version
-            if self._cache is not None and self._cache[0] == version:
-                return self._cache[1]
+            if self._cache is not None and self._cache[0] == version and key in self._cache[1]:
+                return self._cache[1][key]
             values = self._packer.unpack(self._free)
         result = build(values)
         with self._lock:
             if self._version == version:
-                self._cache = (version, result)
+                if self._cache is None or self._cache[0] != version:
+                    self._cache = (version, {})
+                self._cache[1][key] = result
         return result
 
     def __repr__(self):

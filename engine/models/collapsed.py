@@ -364,6 +364,13 @@ class CollapsedModel(LatentVariableModel):
                 var[lo:hi, cols] = np.maximum(shared[:, None] + a_Psi2_a - m_r * m_r, 0.0) + noise
         return mean + self.Y_mean, var
 
+    def _imputation_candidates(self, values):
+        """(rows (K,), predictive mean (K, D), variance (K, D)) of the candidates of impute's mixture."""
+        cand = candidate_rows(self.num_data)
+        S = values.get("X_variance")
+        mean, var = self.predict(values["X_mean"][cand], None if S is None else S[cand], include_noise=True)
+        return cand, mean, var
+
     def impute(self, method: str = "mixture", rows=None):
         """(Y_filled, Y_std), each (N, D) (or (len(rows), D)), in data units.
 
@@ -394,8 +401,7 @@ class CollapsedModel(LatentVariableModel):
                 mean[todo], var[todo] = self.predict(X[idx[todo]], None if S is None else S[idx[todo]],
                                                      include_noise=True)
             else:
-                cand = candidate_rows(Y.shape[0])
-                cand_mean, cand_var = self.predict(X[cand], None if S is None else S[cand], include_noise=True)
+                cand, cand_mean, cand_var = self._cached(self._imputation_candidates, key="imputation")
                 mean[todo], var[todo] = mixture_moments(Y, self.observed, idx[todo], cand, cand_mean, cand_var)
         filled = np.where(observed, Y_rows, mean)
         std = np.where(observed, 0.0, np.sqrt(var))

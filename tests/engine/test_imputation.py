@@ -140,3 +140,15 @@ def test_an_ambiguous_row_gets_a_hedged_prediction():
     err_own = np.sqrt(np.mean((own[hidden, 2] - truth) ** 2))
     assert err_mix < 0.8 * err_own
     assert np.mean(np.abs(mix[hidden, 2] - truth) < 2.0 * mix_std[hidden, 2]) > 0.9
+
+
+def test_imputation_follows_a_change_of_parameters():
+    model = engine.BayesianGPLVM(holed_data(), 2, num_inducing=6)
+    missing = ~model.observed
+    before = model.impute()
+    assert model.impute()[0][missing].tolist() == before[0][missing].tolist()
+    model.set_parameters(noise_variance=0.5)
+    after = model.impute()
+    expected = reference_mixture(model, np.flatnonzero(missing.any(axis=1)))[0]
+    np.testing.assert_allclose(after[0][missing], expected[missing[missing.any(axis=1)]], rtol=1e-10)
+    assert not np.allclose(after[0][missing], before[0][missing])
