@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import BasicTickFormatter, ColumnDataSource, FactorRange, HoverTool, Range1d
+from bokeh.models import BasicTickFormatter, ColumnDataSource, FactorRange, HoverTool, Range1d, Title
 from bokeh.plotting import figure
 
 from .. import help_texts
@@ -59,19 +59,35 @@ class ObjectivePlot(pn.viewable.Viewer):
         fig.title.text_font_size = "12pt"
         fig.yaxis.formatter = BasicTickFormatter(precision=3, use_scientific=False)
         fig.min_border_left = 60
+        # an opened saved model has no trace: say so where the curve would be
+        self.note = Title(text="", text_color="#5b6b7c", text_font_size="11pt", text_font_style="normal",
+                          visible=False)
+        fig.add_layout(self.note, "above")
         self.figure = fig
         self.plot = pn.pane.Bokeh(fig, sizing_mode="stretch_width", height=250)
         self.title = title_with_help("Objective", help_texts.OBJECTIVE)
         self._n = 0  # points of the trace already in the browser
         tr.trace.add_subscriber(self._on_buffer)
         tr.param.watch(self._on_label, ["objective_name"])
+        tr.param.watch(self._on_opened, ["opened", "objective"])
         self._on_label()
+        self._on_opened()
         self._on_buffer(data=tr.trace.data)
 
     def _on_label(self, *events):
         label = self.explorer.training.objective_name
         self.figure.title.text = f"{label} per iteration"
         self.figure.yaxis.axis_label = label
+
+    def _on_opened(self, *events):
+        """Shown while a saved model is on show and nothing has been trained since."""
+        tr = self.explorer.training
+        if tr.opened and self._n == 0:
+            self.note.text = (f"{tr.opened}: {tr.objective_name} {tr.objective:.6g} "
+                              "(the file holds no trace; Train goes on from here)")
+            self.note.visible = True
+        else:
+            self.note.visible = False
 
     def _on_buffer(self, data=None, **kwargs):
         if data is None:
@@ -84,6 +100,7 @@ class ObjectivePlot(pn.viewable.Viewer):
                 return
         new = data.iloc[self._n:]
         if len(new):
+            self.note.visible = False
             self.source.stream({"iteration": new["iteration"].to_numpy(dtype=float),
                                 "objective": new["objective"].to_numpy(dtype=float)})
             self._n = n

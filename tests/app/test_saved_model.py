@@ -204,3 +204,20 @@ def test_fit_on_the_command_line_saves_the_label_column_with_the_model(tmp_path,
     labels, name = saved_model.read_labels(out, 40)
     assert name == "kind" and list(labels[:4]) == ["k0", "k1", "k2", "k0"]
     assert load_model(out).Y.shape == (40, 5)
+
+
+def test_the_objective_plot_says_an_opened_model_has_no_trace_until_it_trains(make_explorer, pump):
+    from gplvm_explorer.views import ObjectivePlot
+
+    ex = make_explorer()
+    plot = ObjectivePlot(explorer=ex)
+    assert not plot.note.visible
+    model = _fitted("bayesian")
+    assert ex.data.load_upload(_npz_bytes(model), "<b>m</b>.npz")
+    assert plot.note.visible and plot.note.text.startswith("<b>m</b>.npz: ")
+    assert f"{model.objective():.6g}" in plot.note.text and "no trace" in plot.note.text
+    assert plot.source.data["iteration"] == []
+    ex.settings.max_iters = 3
+    assert ex.train(), ex.training.message
+    assert pump(ex, lambda: ex.training.status in ("finished", "stopped", "failed"), timeout=120)
+    assert len(plot.source.data["iteration"]) > 0 and not plot.note.visible
