@@ -6,10 +6,16 @@ O(pixels), coloured by label category.  :func:`rasterise_points` makes it;
 ones are dropped) and hands the finished image to the page's thread through
 the :class:`~gplvm_explorer.dispatch.Dispatcher`, so the page only swaps an
 image in: a click never waits behind a re-rasterisation.
+
+The image travels to the browser zlib-compressed (:func:`pack_rgba`, also on
+that thread): a 640 x 400 map is 1 MB as raw RGBA and some 20-60 kB packed;
+the browser unpacks it to the very same pixels (:func:`unpack_rgba` is the
+inverse, for tests and checks).
 """
 from __future__ import annotations
 
 import logging
+import zlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,7 +29,10 @@ from .state.background import LatestOnly
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BackgroundRaster", "PointRaster", "rasterise_points"]
+__all__ = ["BackgroundRaster", "PointRaster", "pack_rgba", "rasterise_points", "unpack_rgba"]
+
+#: zlib level of the packed image: about 40x smaller than raw at ~20 ms for 640 x 400 (off the page's thread).
+PACK_LEVEL = 6
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,6 +42,17 @@ class PointRaster:
     rgba: np.ndarray  # (H, W) uint32, one packed RGBA value per pixel
     extent: tuple
     key: object = None  # what the requester asked for (echoed back)
+    packed: bytes = b""  # pack_rgba(rgba): what the browser receives
+
+
+def pack_rgba(rgba: np.ndarray) -> bytes:
+    """zlib stream of an (H, W) uint32 image's bytes, little-endian, row 0 first."""
+    return zlib.compress(np.ascontiguousarray(rgba, dtype="<u4").tobytes(), PACK_LEVEL)
+
+
+def unpack_rgba(packed: bytes, shape: tuple) -> np.ndarray:
+    """The (H, W) uint32 image of :func:`pack_rgba` (what the browser's unpacking gives)."""
+    return np.frombuffer(zlib.decompress(packed), dtype="<u4").reshape(shape).astype(np.uint32)
 
 
 def rasterise_points(points: np.ndarray, codes: np.ndarray, categories, colours, extent: tuple,
@@ -84,4 +104,5 @@ class BackgroundRaster:
 
 def _rasterise(wanted) -> PointRaster:
     points, codes, cats, colours, extent, size, key = wanted
-    return PointRaster(rasterise_points(points, codes, cats, colours, extent, size), extent, key)
+    rgba = rasterise_points(points, codes, cats, colours, extent, size)
+    return PointRaster(rgba, extent, key, pack_rgba(rgba))

@@ -62,3 +62,33 @@ def test_background_raster_keeps_only_the_newest_request_and_applies_on_the_page
     bad = BackgroundRaster(d, on_done, on_error=errors.append)
     bad.request(pts, codes[:10], ["a"], ["#000000"], (-3, -3, 3, 3), (32, 16))  # codes do not match the points
     assert bad.wait() and len(errors) == 1
+
+
+def test_the_packed_image_unpacks_to_the_same_pixels_and_is_far_smaller():
+    from gplvm_explorer.raster import pack_rgba, unpack_rgba
+
+    rng = np.random.default_rng(3)
+    pts = np.r_[rng.standard_normal((20_000, 2)), rng.uniform(-3, 3, (500, 2))]
+    img = rasterise_points(pts, rng.integers(0, 5, pts.shape[0]), list("abcde"),
+                           ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00"], (-3, -3, 3, 3), size=(640, 400))
+    packed = pack_rgba(img)
+    back = unpack_rgba(packed, img.shape)
+    assert back.dtype == np.uint32 and back.shape == (400, 640)
+    np.testing.assert_array_equal(back, img)  # every pixel, alpha included
+    assert len(packed) < img.nbytes / 10, (len(packed), img.nbytes)
+    # the browser reads the bytes as little-endian uint32 (Uint32Array), whatever this machine's order
+    assert np.frombuffer(__import__("zlib").decompress(packed), dtype="<u4")[0] == img.ravel()[0]
+
+
+def test_background_raster_hands_over_the_packed_image():
+    d = Dispatcher()
+    got = []
+    r = BackgroundRaster(d, got.append)
+    pts = np.random.default_rng(0).standard_normal((2000, 2))
+    r.request(pts, np.zeros(2000, dtype=np.int32), ["p"], ["#0072B2"], (-3, -3, 3, 3), (64, 40), key="k")
+    assert r.wait(30)
+    from gplvm_explorer.raster import unpack_rgba
+
+    assert got and got[0].key == "k" and got[0].packed
+    np.testing.assert_array_equal(unpack_rgba(got[0].packed, (40, 64)), got[0].rgba)
+    r.close()

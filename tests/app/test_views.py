@@ -9,6 +9,7 @@ from bokeh.document.events import ColumnDataChangedEvent
 
 from gplvm_explorer.app import create_app
 from gplvm_explorer.explorer import Explorer
+from gplvm_explorer.raster import rasterise_points, unpack_rgba
 from gplvm_explorer.training import Limiter
 from gplvm_explorer.views import (ARDPlot, DataPanel, ExportPanel, LatentMap, ModelPanel, ObjectivePlot,
                                   ReconstructionView, StatusBar, TrainingPanel)
@@ -32,6 +33,13 @@ def finish(ex, pump):
     assert pump(ex, lambda: ex.training.status == "finished")
     ex.latent.wait()
     assert ex.latent.view is not None
+
+
+def colour_args(ex, v):
+    """(codes, categories, colours) the map colours the points of view ``v`` by."""
+    col = ex.colouring()
+    assert col is not None and col.n == v.points.shape[0]
+    return col.codes, col.categories, col.colours
 
 
 def big_csv(n, distinct=4):
@@ -121,15 +129,22 @@ def test_many_points_are_rasterised_and_labels_are_sent_once(fake_build, pump):
     assert len(latent.glyph_source.data["x"]) == 0
     assert latent.wait_raster()
     v = ex.latent.view
-    img = latent.raster_source.data["image"]
-    assert len(img) == 1 and img[0].shape == (400, 640) and ((img[0] >> 24) > 0).any()
+    sent = latent.packed_source.data  # the image travels zlib-packed, far below its raw 1 MB
+    assert len(sent["packed"]) == 1 and (sent["height"], sent["width"]) == ([400], [640])
+    assert sent["packed"][0].dtype == np.uint8 and sent["packed"][0].nbytes < 640 * 400 * 4 / 5
+    img = unpack_rgba(sent["packed"][0].tobytes(), (400, 640))
+    assert ((img >> 24) > 0).any()
     x0, y0, x1, y1 = v.extent
-    assert latent.raster_source.data["x"] == [x0] and latent.raster_source.data["dw"] == [x1 - x0]
+    assert sent["x"] == [x0] and sent["dw"] == [x1 - x0]
+    np.testing.assert_array_equal(img, rasterise_points(v.points, *colour_args(ex, v), v.extent, (640, 400)))
+    assert not latent.raster_source.syncable  # filled by the page from the packed image, never sent back
     from bokeh.events import RangesUpdate
 
     latent._on_ranges(RangesUpdate(latent.figure, x0=x0, x1=(x0 + x1) / 2, y0=y0, y1=(y0 + y1) / 2))  # a zoom
     assert latent.wait_raster()
-    assert latent.raster_source.data["dw"] == [(x1 - x0) / 2]  # drawn again at the zoomed range
+    assert latent.packed_source.data["dw"] == [(x1 - x0) / 2]  # drawn again at the zoomed range
+    latent._clear_raster()
+    assert latent.packed_source.data["packed"] == []
 
 
 def test_glyph_updates_send_only_the_coordinates(fake_build, pump):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import re
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -52,6 +53,26 @@ MAP_STATE = """() => {
 }"""
 
 
+# the packed image the server sent and a hash (FNV-1a over the uint32 pixels) of what the page unpacked
+UNPACKED = """() => {
+  const v = __gx.figure('Latent space');
+  const r = v.model.renderers.find(r => r.glyph && r.glyph.type === 'ImageRGBA');
+  const get = (d, k) => (d instanceof Map ? d.get(k) : d[k]);
+  const img = get(r.data_source.data, 'image')[0];
+  let h = 2166136261;
+  for (let i = 0; i < img.length; i++) h = Math.imul(h ^ img[i], 16777619) >>> 0;
+  const packed = get(r.tags[0].data, 'packed')[0];
+  return {shape: img.shape, hash: h, packed: Array.from(packed)};
+}"""
+
+
+def fnv1a(values) -> int:
+    h = 2166136261
+    for v in values.tolist():
+        h = ((h ^ v) * 16777619) & 0xFFFFFFFF
+    return h
+
+
 def big_npz() -> bytes:
     rng = np.random.default_rng(0)
     label = rng.integers(0, 5, N)
@@ -80,6 +101,11 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     state = page.evaluate(MAP_STATE)
     assert "ImageRGBA" in state["kinds"] and state["images"] == 1, state  # datashader's image of the points
     assert state["longest"] < N, f"a data source holds {state['longest']} values: points were sent as glyphs"
+    # the image came zlib-packed (far below its raw 1 MB) and the page unpacked it pixel for pixel
+    got = page.evaluate(UNPACKED)
+    pixels = np.frombuffer(zlib.decompress(bytes(got["packed"])), dtype="<u4")
+    assert len(got["packed"]) < pixels.nbytes / 10 and list(got["shape"]) == [400, 640]
+    assert got["hash"] == fnv1a(pixels) and (pixels >> 24).any()
     screenshot(page, artifacts, "20k-latent-map")
     pos = page.evaluate("""() => { const v = __gx.figure('Latent space');
         const r = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
