@@ -50,7 +50,8 @@ class DataPanel(pn.viewable.Viewer):
         self.warnings = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                    css_classes=["gx-data-error"])
-        data.param.watch(self._refresh, ["dataset", "error", "locked", "label_column"])
+        data.param.watch(self._refresh, ["dataset", "error", "label_column"])
+        data.param.watch(self._on_locked, ["locked"])  # every Train click: only the widgets' state
         self._refresh()
 
     def _on_upload(self, event):
@@ -79,8 +80,11 @@ class DataPanel(pn.viewable.Viewer):
         self.label_select.options = opts
         self.label_select.value = data.label_column if data.label_column in opts else NO_LABEL
         self.label_select.visible = data.source == "upload" and len(opts) > 1
+        self._on_locked()
+
+    def _on_locked(self, *events):
         for w in (self.sample_select, self.file_input, self.label_select, self.standardize):
-            w.disabled = data.locked
+            w.disabled = self.explorer.data.locked
 
     def __panel__(self):
         return pn.Column(
@@ -125,7 +129,8 @@ class ModelPanel(pn.viewable.Viewer):
         self.notes = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self.errors = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["gx-model-errors"])
-        s.param.watch(self._refresh, ["model", "errors", "notes", "locked"])
+        s.param.watch(self._refresh, ["model", "errors", "notes"])
+        s.param.watch(self._on_locked, ["locked"])  # every Train click: only the widgets' state
         self._refresh()
 
     def _refresh(self, *events):
@@ -147,9 +152,12 @@ class ModelPanel(pn.viewable.Viewer):
         errs = [e for e in s.errors if e != "Load data first."]
         self.errors.object = _alert_text(" ".join(errs))
         self.errors.visible = bool(errs)
+        self._on_locked()
+
+    def _on_locked(self, *events):
         for w in (self.model, self.kernel, self.bias, self.white, self.latent_dim, self.num_inducing,
                   self.init, self.optimizer, self.max_iters, self.seed):
-            w.disabled = s.locked
+            w.disabled = self.explorer.settings.locked
 
     def __panel__(self):
         return pn.Column(

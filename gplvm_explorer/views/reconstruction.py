@@ -47,6 +47,7 @@ class ReconstructionView(pn.viewable.Viewer):
         ex.latent.param.watch(self._on_reconstruction, ["reconstruction"])
         ex.training.param.watch(self._on_dataset, ["dataset"])
         ex.data.param.watch(self._on_dataset, ["dataset"])
+        self._shown_dataset = self  # the data set the axes show (none yet)
         self._on_dataset()
 
     def _image_figure(self, title, source):
@@ -79,6 +80,9 @@ class ReconstructionView(pn.viewable.Viewer):
 
     def _on_dataset(self, *events) -> None:
         ds = self._dataset()
+        if ds is self._shown_dataset:  # e.g. Train on the data on show: nothing to redraw
+            return
+        self._shown_dataset = ds
         is_image = ds is not None and ds.image_shape is not None
         self.images.visible = is_image
         self.profile.visible = ds is not None and not is_image

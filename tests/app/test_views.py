@@ -60,14 +60,19 @@ def test_training_views_follow_state(fake_build, pump):
     tp, sb = TrainingPanel(explorer=ex), StatusBar(explorer=ex)
     assert not tp.train_btn.disabled and tp.stop_btn.disabled
     ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 100_000
+    dp, mp = DataPanel(explorer=ex), ModelPanel(explorer=ex)
+    summary = dp.summary.object
     ex.train()
     assert pump(ex, lambda: ex.training.status == "running")
     assert tp.train_btn.disabled and not tp.stop_btn.disabled
+    assert dp.file_input.disabled and dp.sample_select.disabled and mp.latent_dim.disabled and mp.seed.disabled
+    assert dp.summary.object == summary
     ex.training.pause()
     assert tp.pause_btn.label.endswith("Resume")
     ex.training.stop()
     assert pump(ex, lambda: ex.training.status == "stopped")
     assert not tp.train_btn.disabled and "Stopped after" in sb.text.object
+    assert not dp.file_input.disabled and not mp.latent_dim.disabled  # unlocked with the run's end
 
 
 def test_panels_show_errors_and_only_supported_kernels():
