@@ -28,7 +28,8 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import DoubleTap, MouseMove, RangesUpdate, Tap
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper, Range1d
+from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper, Range1d,
+                          TapTool)
 from bokeh.plotting import figure
 
 from .. import help_texts
@@ -149,8 +150,11 @@ class LatentMap(pn.viewable.Viewer):
     def _figure(self):
         """The map's figure, built once: variance image, points' image, glyphs, markers, colour bar."""
         fig = figure(title=MAP_TITLE, height=HEIGHT, sizing_mode="stretch_width", toolbar_location="above",
-                     tools="pan,wheel_zoom,box_zoom,reset,save,tap", x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
+                     tools="pan,wheel_zoom,box_zoom,reset,save", x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
                      x_axis_label="latent x1", y_axis_label="latent x2")
+        # a click only asks for a reconstruction: selecting would send the picked pixels of both images
+        # back to the server before the click itself (four messages, tens of milliseconds per click)
+        fig.add_tools(TapTool(behavior="inspect"))
         self.mapper = LinearColorMapper(palette=SHADING, low=0.0, high=1.0, nan_color="#f7f9fb")
         fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.variance_source,
                   color_mapper=self.mapper)

@@ -131,6 +131,9 @@ def test_many_points_are_rasterised_and_labels_are_sent_once(fake_build, pump):
     finish(ex, pump)
     kinds = {type(r.glyph).__name__ for r in latent.figure.renderers}
     assert "ImageRGBA" in kinds  # datashader's image, not 1200 glyphs
+    # a click only reconstructs: a selecting tap tool would send the picked pixels back before the click
+    taps = [t for t in latent.figure.tools if type(t).__name__ == "TapTool"]
+    assert taps and all(t.behavior == "inspect" for t in taps)
     assert len(latent.glyph_source.data["x"]) == 0
     assert latent.wait_raster()
     v = ex.latent.view

@@ -112,6 +112,10 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
         return [r.left + f.left + 0.5 * f.width, r.top + f.top + 0.5 * f.height]; }""")
     page.mouse.click(pos[0], pos[1])
     wait_text(page, "Nearest training point #", timeout=20_000)
+    # the click selected nothing (a selection of image pixels would travel to the server first)
+    selected = page.evaluate("""() => __gx.figure('Latent space').model.renderers.map(r => r.data_source.selected)
+        .map(s => s.indices.length + s.image_indices.length)""")
+    assert not any(selected), selected
     text = page.get_by_text(re.compile(r"At x\d+ = ")).first.inner_text()
     assert re.search(r"label group \d", text), text
     screenshot(page, artifacts, "20k-reconstruction")
