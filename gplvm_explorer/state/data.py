@@ -59,7 +59,11 @@ class LoadedData(param.Parameterized):
     def sample_titles(self) -> dict:
         """Select options: title -> name (the last entry stands for the uploaded file)."""
         titles = {(s.title or s.name): s.name for s in self._samples}
-        titles[f"Your data: {self._given[1]}" if self._given else "Your uploaded file"] = UPLOADED_FILE
+        if self._given:
+            mine = f"Your data: {self._given[1]}"
+        else:
+            mine = f"Your file: {self.upload_name}" if self.upload_name else "Your uploaded file"
+        titles[mine] = UPLOADED_FILE
         return titles
 
     def load_default(self) -> None:

@@ -102,3 +102,25 @@ def test_data_panel_loads_a_dropped_file_once():
     assert ex.data.dataset.d == 3
     dp.file_input.value = {}  # the file removed: not an upload
     assert ex.data.dataset.d == 3 and ex.data.error == ""
+
+
+def test_the_picker_names_the_uploaded_or_given_file():
+    from gplvm_explorer.explorer import Explorer
+    from gplvm_explorer.state.data import UPLOADED_FILE
+    from gplvm_explorer.views import DataPanel
+
+    ex = Explorer()
+    dp = DataPanel(explorer=ex)
+
+    def title():
+        return {v: k for k, v in dp.sample_select.options.items()}[UPLOADED_FILE]
+
+    assert title() == "Your uploaded file"
+    rows = "\n".join(f"{i},{i % 3},{i * 0.5}" for i in range(25))
+    assert ex.data.load_upload(("a,b,c\n" + rows).encode(), "<i>mine</i>.csv"), ex.data.error
+    assert title() == "Your file: <i>mine</i>.csv" and dp.sample_select.value == UPLOADED_FILE
+    given = ex.data.dataset
+    assert ex.data.load_given(lambda label, standardize: given, "big.npy")
+    assert title() == "Your data: big.npy" and dp.sample_select.value == UPLOADED_FILE
+    assert ex.data.load_upload(("a,b,c\n" + rows).encode(), "<i>mine</i>.csv")  # same name as before
+    assert title() == "Your file: <i>mine</i>.csv"
