@@ -28,8 +28,8 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import DoubleTap, MouseMove, RangesUpdate, Tap
-from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper, Range1d,
-                          TapTool)
+from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper,
+                          PrintfTickFormatter, Range1d, TapTool)
 from bokeh.plotting import figure
 
 from .. import help_texts
@@ -158,8 +158,10 @@ class LatentMap(pn.viewable.Viewer):
         self.mapper = LinearColorMapper(palette=SHADING, low=0.0, high=1.0, nan_color="#f7f9fb")
         fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.variance_source,
                   color_mapper=self.mapper)
+        # %.3g: short ticks at any scale (the default wrote 2.000e-33.000e-3 on a narrow map)
         fig.add_layout(ColorBar(color_mapper=self.mapper, title="predictive variance (light = confident)",
-                                orientation="horizontal", height=10, padding=4), "below")
+                                orientation="horizontal", height=10, padding=4,
+                                formatter=PrintfTickFormatter(format="%.3g")), "below")
         raster = fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.raster_source)
         raster.tags = [self.packed_source]  # a model of the page only if a model of the page refers to it
         r = fig.scatter("x", "y", source=self.glyph_source, color="colour", size=7, line_color="white",
