@@ -314,3 +314,87 @@ def test_refine_leaves_q_u_at_its_optimum_for_all_rows():
     assert np.isfinite(after) and after == pytest.approx(m.objective(), rel=1e-12)
     g = m.objective_gradients()
     assert np.max(np.abs(g["q_mu"])) < 1e-6 * max(1.0, np.max(np.abs(g["X_mean"])))
+
+
+# ------------------------------------------------------------------ step rules
+
+
+def _only_free(m, *names):
+    m.fix(*[n for n in m.parameter_names if n not in names])
+
+
+@pytest.mark.parametrize("positive_steps", ["log", "free"])
+def test_first_adam_step_on_lengthscales_is_relative_in_log_coordinates(positive_steps):
+    from engine.transforms import LENGTHSCALE
+
+    m = _model()
+    m.set_parameters(lengthscales=np.array([0.5, 50.0]))  # a short and a long one
+    _only_free(m, "lengthscales")
+    before = m.parameters["lengthscales"]
+    engine.fit(m, optimizer="svi", max_iters=1, learning_rate=0.1, positive_steps=positive_steps)
+    after = m.parameters["lengthscales"]
+    # Adam's first step is learning_rate * sign(gradient) in its own coordinates
+    if positive_steps == "log":
+        moved = np.log(after - LENGTHSCALE.lower) - np.log(before - LENGTHSCALE.lower)
+    else:
+        moved = LENGTHSCALE.inverse(after) - LENGTHSCALE.inverse(before)
+    np.testing.assert_allclose(np.abs(moved), 0.1, rtol=1e-6)
+
+
+def test_log_coordinate_gradient_matches_finite_differences():
+    from engine.models.stochastic import _LogSteps
+    from engine.transforms import LENGTHSCALE
+
+    m = _model()
+    m.set_parameters(lengthscales=np.array([0.7, 3.0]), noise_variance=0.05, variance=1.3)
+    rows = np.array([41, 3, 17, 8, 30, 59, 22, 11, 5, 47])
+    _, grads = m.minibatch_objective(rows, gradients=True)
+    gp = m._global_packer
+    xg = m.get_free()[m._global_index]
+    g_log = _LogSteps(gp).gradient(xg, gp.pack_gradient(xg, grads))  # flat, log coordinates
+    for name, lower in (("lengthscales", LENGTHSCALE.lower), ("noise_variance", 1e-8), ("variance", 1e-8)):
+        base = np.asarray(m.parameters[name], dtype=float)
+        direction = np.random.default_rng(3).standard_normal(base.shape)
+        h, out = 1e-6, []
+        for sign in (1.0, -1.0):
+            m.set_parameters(**{name: lower + (base - lower) * np.exp(sign * h * direction)})
+            out.append(m.minibatch_objective(rows))
+        m.set_parameters(**{name: base})
+        numeric = (out[0] - out[1]) / (2 * h)
+        analytic = float(np.sum(g_log[gp._slices[name]] * np.ravel(direction)))
+        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-6), name
+
+
+def test_natural_gradient_steps_of_q_u_follow_the_step_rule():
+    """Rows and globals held: q(u)'s natural parameters after three minibatches are
+    t1 (first step: rho = 1), then (1 - rho) * previous + rho * t_k, rho constant by default."""
+    from engine.models.stochastic import _to_natural, optimal_q
+
+    m = _model()
+    _only_free(m, "q_mu", "q_sqrt")
+    B, rho = 20, 0.3
+    values = m.parameters
+    kern, Z, beta = m.kernel, values["Z"], 1.0 / float(values["noise_variance"])
+    m.begin_fit()
+    L = m._factor(kern, Z)
+    rng = np.random.default_rng(m.seed)
+    expected = None
+    for _ in range(3):
+        idx = np.sort(rng.choice(N, B, replace=False))
+        stats = m._batch_stats(kern, Z, idx, values["X_mean"][idx], values["X_variance"][idx], N / B)[0]
+        target = _to_natural(*optimal_q(L, stats.P, stats.Psi2, beta))
+        expected = target if expected is None else tuple((1 - rho) * e + rho * t for e, t in zip(expected, target))
+    engine.fit(m, optimizer="svi", max_iters=3, natgrad_step=rho)
+    got = _to_natural(m.parameters["q_mu"], m.parameters["q_sqrt"])
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8 * np.max(np.abs(b)))
+
+
+def test_a_full_natural_step_on_all_rows_lands_on_the_optimal_q_u():
+    m = _model(batch_size=N)
+    _only_free(m, "q_mu", "q_sqrt")
+    engine.fit(m, optimizer="svi", max_iters=2, natgrad_step=1.0)
+    got = m.parameters
+    m.reset_q_u()
+    np.testing.assert_allclose(got["q_mu"], m.parameters["q_mu"], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(np.tril(got["q_sqrt"]), np.tril(m.parameters["q_sqrt"]), rtol=1e-9, atol=1e-9)
