@@ -12,6 +12,7 @@ Every exception raised by a dispatched function is logged and handed to
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import Callable
@@ -35,6 +36,12 @@ class Dispatcher:
     @property
     def served(self) -> bool:
         return self._doc is not None
+
+    def batch(self):
+        """Context manager for a page update that changes many models: Bokeh recomputes the
+        document's model graph once at its end instead of after every change (page thread)."""
+        models = getattr(self._doc, "models", None)
+        return models.freeze() if models is not None and hasattr(models, "freeze") else contextlib.nullcontext()
 
     def set_error_handler(self, on_error: Callable[[str, BaseException], None]) -> None:
         self._on_error = on_error
@@ -88,7 +95,7 @@ class Dispatcher:
         if self._doc is not None:
             from panel.io.state import set_curdoc
 
-            with set_curdoc(self._doc):
+            with set_curdoc(self._doc), self.batch():
                 self._call(fn)
         else:
             self._call(fn)

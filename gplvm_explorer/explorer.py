@@ -92,7 +92,8 @@ class Explorer(param.Parameterized):
         except (DataError, ValueError) as exc:
             tr.message, tr.message_kind = str(exc), "danger"
             return False
-        return tr.start(ds, config)
+        with self.dispatcher.batch():  # the whole page turns to "training": many models change
+            return tr.start(ds, config)
 
     def _training_input(self, ds):
         """(dataset, config) a Train click with ``ds`` and the current settings trains on;

@@ -68,6 +68,7 @@ class TrainingRun(param.Parameterized):
         self.notify_interval = float(notify_interval)
         self._job: TrainingJob | None = None
         self._prepared: PreparedStart | None = None
+        self._deferred: list = []  # events of the current run left for the next page update
         self.trace = hv.streams.Buffer(self._empty_trace(), length=1_000_000, index=False)
 
     @staticmethod
@@ -203,13 +204,19 @@ class TrainingRun(param.Parameterized):
         if job is None:
             return
         t0 = time.perf_counter()
-        events = job.drain()
+        events = self._deferred + job.drain()
+        self._deferred = []
+        events = [ev for ev in events if ev.run_id == self.run_id]
         if not events:
             return
         with param.parameterized.batch_call_watchers(self):
-            for ev in events:
-                if ev.run_id != self.run_id:
-                    continue
+            for i, ev in enumerate(events):
+                if isinstance(ev, ResultEvent) and i > 0:
+                    # a result costs the page far more than a few points: it gets a page update of
+                    # its own, so the points and status before it reach the browser first (in order)
+                    self._deferred = events[i:]
+                    self._dispatcher.soon(self.pump)
+                    break
                 if isinstance(ev, ProgressEvent):
                     self._apply_progress(ev)
                 elif isinstance(ev, StatusEvent):

@@ -107,3 +107,20 @@ def test_close_forgets_everything_and_refuses_new_requests():
     runner.submit("after close")
     assert runner.wait(1)
     assert computed == [] and rec.applied == []
+
+
+def test_a_batch_defers_the_documents_model_graph_to_its_end():
+    """Page updates changing many models recompute Bokeh's model graph once, not after every change."""
+    from bokeh.document import Document
+    from bokeh.models import Column, Div
+
+    doc = Document()
+    col = Column()
+    doc.add_root(col)
+    div = Div()
+    with Dispatcher(doc).batch():
+        col.children = [div]
+        assert doc.models.get_by_id(div.id) is None  # not yet recomputed
+    assert doc.models.get_by_id(div.id) is div
+    with Dispatcher().batch():  # not served: nothing to defer
+        pass

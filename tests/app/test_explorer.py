@@ -221,3 +221,24 @@ def test_the_next_train_click_is_prepared_after_each_change_and_trains_that_mode
     assert ex.training.trace.data["iteration"].iloc[0] == 0
     ex.dispatcher.flush()
     assert ex.training.prepared is None  # a finished run prepares nothing until something changes
+
+
+def test_a_result_gets_a_page_update_of_its_own_after_the_points_before_it(fake_build):
+    """The first point must not wait for the page to take in a result; the order of events is kept."""
+    from gplvm_explorer.catalog import ModelConfig
+    from gplvm_explorer.dispatch import Dispatcher
+    from gplvm_explorer.state.training import TrainingRun
+
+    d = Dispatcher()
+    tr = TrainingRun(d, limiter=Limiter(1), build=fake_build(), publish_interval=0.0)
+    seen = []
+    tr.param.watch(lambda e: seen.append((e.new, tr.result is not None and tr.result.final)), ["status"])
+    ex = Explorer()
+    assert tr.start(ex.data.dataset, ModelConfig(model="gplvm", latent_dim=2, optimizer="adam", max_iters=20))
+    assert tr.join(30)
+    tr.pump()  # every event of the run is waiting: one page update takes those before the first result
+    assert tr.result is None and len(tr.trace.data) >= 1 and tr.status == "running"
+    assert d.pending() >= 1  # the rest follows on the next page update
+    d.flush()
+    assert tr.status == "finished" and tr.result.final and tr.iteration == 20
+    assert seen[-1] == ("finished", True)  # the final result was there before the final status
