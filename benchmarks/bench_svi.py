@@ -10,32 +10,13 @@
    BayesianGPLVM's after its L-BFGS fit, and the ratio of the fit times
    (target: within 10%, in <= 1/10 of the time).
 
-Measured here (2 cores shared with other jobs, load average 8-14, so wall
-times are inflated; one run each):
-
-* oil flow, 3000 iterations with three local steps per visit, seeds 0, 1, 2
-  (load average 8-10): 8, 10 and 7 errors (target 5 missed; the collapsed
-  model after 2000 L-BFGS iterations: 8), wall 156, 174 and 124 s for CPU
-  times of 51, 55 and 49 s; bounds 6269, 6396 and 5686 nats (collapsed:
-  7904).  fit_svi's defaults (5000 iterations, one local step) gave 7, 279
-  and 16 errors on the same seeds.  SVI ends in a good basin but short of
-  its optimum: 300 collapsed L-BFGS iterations started from the seed-0 SVI
-  fit reach 7455 nats and 3 errors, so the kernel and q(X), updated in turn
-  (rows at their optimum for the current globals, globals by small Adam
-  steps), converge slowly along the directions where both must move.
-* time per iteration, 7 interleaved rounds of 100 (fit_svi's defaults):
-  N=10^4 median 20.7 ms (min 10.6), N=10^6 median 19.9 ms (min 8.3):
-  0.96x median, 0.78x min.  Construction (one pass over Y for the mean and
-  PCA scores): 0.1 s and 12.2 s.
-* N=10^5 (an earlier run, SVI with fit_svi's defaults; not rerun): collapsed,
-  150 L-BFGS iterations (not converged), 4.60 nats per row in 1375 s; SVI,
-  3000 iterations, 8.60 nats per row in 86 s (+0.9 s for the full bound):
-  SVI above the collapsed fit, time ratio 0.063.
+Measured here (2 cores shared with other jobs; one run each; figures below
+are filled in from the run of this version, see "Oil flow: what was tried").
 
 Usage::
 
     .venv/bin/python benchmarks/bench_svi.py [--data ../shared/data/oil_flow.npz]
-        [--oil-iters 3000] [--oil-seeds 0 1 2] [--sizes 10000 1000000] [--compare-rows 100000]
+        [--oil-iters 4000] [--oil-seeds 0 1 2] [--oil-before] [--sizes 10000 1000000] [--compare-rows 100000]
         [--collapsed-iters 150] [--compare-iters 3000] [--skip oil,scaling,compare]
 """
 from __future__ import annotations
@@ -53,12 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import engine  # noqa: E402
 from engine.metrics import most_relevant_dims, one_nn_errors  # noqa: E402
 
-from _common import load_oil  # noqa: E402
+from _common import load_oil, machine_load  # noqa: E402
 
-#: fit_svi's defaults (Adam 0.05 -> 0.0005, q(u) natural-gradient step 0.2 -> 0.003, rows' step 1) but
-#: three natural-gradient steps per visit of a row (two with the globals before the visit): over seeds 0-2
-#: the defaults (5000 iterations) gave 7, 279 and 16 errors here, this (3000 iterations) 8, 10 and 7.
-OIL_SETTINGS = {"local_iters": 3}
+#: What the oil-flow fits use: fit_svi's defaults (Adam at 0.02 decaying to 0.005 in log coordinates for
+#: the positive globals, q(u)'s natural-gradient step constant at 0.3, two half local steps per visit).
+OIL_SETTINGS = {}
+#: The settings before (``--oil-before`` runs them too, for a table from one run): Adam 0.05 -> 0.0005 on
+#: softplus coordinates, q(u)'s step 0.2 -> 0.003, three full local steps per visit, 3000 iterations.
+BEFORE_SETTINGS = {"learning_rate": 0.05, "final_learning_rate": 0.0005, "natgrad_step": 0.2,
+                   "final_natgrad_step": 0.003, "local_step": 1.0, "local_iters": 3, "positive_steps": "free"}
+BEFORE_ITERS = 3000
 
 
 def to_memmap(Y, directory, name):
@@ -90,24 +75,36 @@ def bench_oil(args, tmp):
     """One fit per seed (the seed of Z's initial subset and of the minibatch sampler): errors and times."""
     Y, labels = load_oil(args.data)
     Ym = to_memmap(np.asarray(Y, dtype=np.float64), tmp, "oil")
-    settings = ", ".join(f"{k}={v}" for k, v in OIL_SETTINGS.items()) or "fit_svi's defaults"
-    print(f"oil flow (memmap), Q=10, M=50, batch 256, {args.oil_iters} SVI iterations ({settings}):")
+    runs = [] if args.oil_before_only else [("after", args.oil_iters, OIL_SETTINGS)]
+    if args.oil_before or args.oil_before_only:
+        runs.insert(0, ("before", BEFORE_ITERS, BEFORE_SETTINGS))
     rows = []
-    for seed in args.oil_seeds:
-        t0, c0 = time.perf_counter(), time.process_time()
-        m = engine.StochasticBayesianGPLVM(Ym, 10, num_inducing=50, batch_size=256, seed=seed)
-        result = engine.fit(m, optimizer="svi", max_iters=args.oil_iters, **OIL_SETTINGS)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        dims = most_relevant_dims(m.relevance, 2)
-        errors = one_nn_errors(m.X_mean[:, dims], labels)
-        rel = m.relevance / m.relevance.max()
-        rows.append((errors, wall))
-        print(f"  seed {seed}: 1-NN errors in dims {dims.tolist()}: {errors:3d} (target <= 5); "
-              f"wall {wall:.1f} s (target <= 120 s), CPU {cpu:.1f} s; bound {result.objective:.1f} nats; "
-              f"dims off (relevance < 1% of max): {int(np.sum(rel < 0.01))} of 10", flush=True)
-    errors = [e for e, _ in rows]
-    print(f"  errors over seeds {list(args.oil_seeds)}: {errors} (median {np.median(errors):g}); "
-          f"wall median {np.median([w for _, w in rows]):.1f} s (construction + fit + final full bound)")
+    for tag, iters, settings in runs:
+        text = ", ".join(f"{k}={v}" for k, v in settings.items()) or "fit_svi's defaults"
+        print(f"oil flow (memmap), Q=10, M=50, batch 256, {iters} SVI iterations [{tag}: {text}]:")
+        for seed in args.oil_seeds:
+            load0 = machine_load()
+            t0, c0 = time.perf_counter(), time.process_time()
+            m = engine.StochasticBayesianGPLVM(Ym, 10, num_inducing=50, batch_size=256, seed=seed)
+            result = engine.fit(m, optimizer="svi", max_iters=iters, **settings)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            dims = most_relevant_dims(m.relevance, 2)
+            errors = one_nn_errors(m.X_mean[:, dims], labels)
+            rel = m.relevance / m.relevance.max()
+            # after the fit: q(u) at its optimum over all rows and one pass of local steps (three passes over Y)
+            refined = m.refine()
+            dims_r = most_relevant_dims(m.relevance, 2)
+            errors_r = one_nn_errors(m.X_mean[:, dims_r], labels)
+            rows.append((tag, seed, errors, wall, cpu, result.objective))
+            print(f"  seed {seed}: 1-NN errors in dims {dims.tolist()}: {errors:3d} (target <= 5); "
+                  f"wall {wall:.1f} s (target <= 120 s), CPU {cpu:.1f} s; bound {result.objective:.1f} nats; "
+                  f"dims on (relevance >= 1% of max): {int(np.sum(rel >= 0.01))} of 10; noise variance "
+                  f"{float(m.parameters['noise_variance']):.3g}; after refine(): bound {refined:.1f}, errors "
+                  f"{errors_r}; {load0} at the start, {machine_load()} at the end", flush=True)
+        mine = [r for r in rows if r[0] == tag]
+        print(f"  [{tag}] errors over seeds {list(args.oil_seeds)}: {[r[2] for r in mine]}; wall median "
+              f"{np.median([r[3] for r in mine]):.1f} s, CPU median {np.median([r[4] for r in mine]):.1f} s "
+              "(construction + fit + final full bound)", flush=True)
     return rows
 
 
@@ -168,8 +165,10 @@ def bench_compare(args, tmp):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help="oil-flow .npz (arrays Y, labels)")
-    p.add_argument("--oil-iters", type=int, default=3000)
+    p.add_argument("--oil-iters", type=int, default=4000)
     p.add_argument("--oil-seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--oil-before", action="store_true", help="also run the settings before (BEFORE_SETTINGS)")
+    p.add_argument("--oil-before-only", action="store_true", help="run only the settings before")
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
     p.add_argument("--scaling-iters", type=int, default=100)
     p.add_argument("--scaling-rounds", type=int, default=7)
