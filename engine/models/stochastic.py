@@ -739,6 +739,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ConfigurationError(f"Expected betas in [0, 1), got {betas!r} instead.")
         local_iters = _positive_int(local_iters, "local_iters")
+        if positive_steps not in ("log", "free"):
+            raise ConfigurationError(f"Expected positive_steps 'log' or 'free', got {positive_steps!r} instead.")
         if local_optimizer not in ("natgrad", "adam"):
             raise ConfigurationError(f"Expected local_optimizer 'natgrad' or 'adam', got {local_optimizer!r} instead.")
         local_adam = local_optimizer == "adam"
@@ -761,8 +763,6 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         held_mask = gp.mask([n for n in held if n in adam_names])
         move_mu = "X_mean" not in fixed
         move_S = "X_variance" not in fixed
-        if positive_steps not in ("log", "free"):
-            raise ConfigurationError(f"Expected positive_steps 'log' or 'free', got {positive_steps!r} instead.")
         log_steps = _LogSteps(gp) if positive_steps == "log" else None
         m1 = np.zeros(gp.size)
         m2 = np.zeros(gp.size)

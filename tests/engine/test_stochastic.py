@@ -341,6 +341,14 @@ def test_first_adam_step_on_lengthscales_is_relative_in_log_coordinates(positive
     np.testing.assert_allclose(np.abs(moved), 0.1, rtol=1e-6)
 
 
+def test_unknown_positive_steps_is_refused_before_anything_moves():
+    m = _model()
+    before = m.get_free().copy()
+    with pytest.raises(engine.ConfigurationError, match="positive_steps 'log' or 'free'"):
+        engine.fit(m, optimizer="svi", max_iters=5, positive_steps="softplus")
+    np.testing.assert_array_equal(m.get_free(), before)
+
+
 def test_log_coordinate_gradient_matches_finite_differences():
     from engine.models.stochastic import _LogSteps
     from engine.transforms import LENGTHSCALE
