@@ -211,9 +211,11 @@ class _LogSteps:
 
     A softplus is linear for large values, so a step of Adam's size moves a
     lengthscale of 100 by the same amount as one of 1; in log coordinates the
-    steps are relative.  ``gradient`` maps dF/d(free x) to dF/d(log coordinate)
-    for those entries (others unchanged); ``move`` takes a step in these
-    coordinates and returns the new free vector.
+    steps are relative.  ``gradient(x, g)`` maps dF/d(free x) to dF/d(log
+    coordinate) for those entries (others unchanged); ``move(x, step, mask)``
+    takes ``step`` in these coordinates on the entries of ``mask`` and returns
+    the new free vector.  x, g, step: (P,) over the global packer's vector;
+    mask: (P,) bool.
     """
 
     def __init__(self, packer):
