@@ -190,6 +190,7 @@ class TrainingRun(param.Parameterized):
     def close(self) -> None:
         """The page is gone: stop the fit and let go of its events (nothing more reaches the page)."""
         self.cancel_prepared()
+        self._deferred = []
         if self._job is not None:
             self._job.stop()
             self._job.drain()
