@@ -39,7 +39,9 @@ class Dispatcher:
 
     def batch(self):
         """Context manager for a page update that changes many models: Bokeh recomputes the
-        document's model graph once at its end instead of after every change (page thread)."""
+        document's model graph once at its end instead of after every change (page thread).
+        Only for such updates: the recomputation at its end (a walk over every model of the
+        page) happens whether or not anything changed."""
         models = getattr(self._doc, "models", None)
         return models.freeze() if models is not None and hasattr(models, "freeze") else contextlib.nullcontext()
 
@@ -95,7 +97,7 @@ class Dispatcher:
         if self._doc is not None:
             from panel.io.state import set_curdoc
 
-            with set_curdoc(self._doc), self.batch():
+            with set_curdoc(self._doc):
                 self._call(fn)
         else:
             self._call(fn)

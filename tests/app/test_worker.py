@@ -235,3 +235,19 @@ def test_a_failing_preparation_leaves_the_job_to_build_and_report(fake_build):
     assert prepared.wait(10) and not prepared.ready
     events = run_job(TrainingJob(1, Y, CFG, build=broken, limiter=Limiter(1), prepared=prepared))
     assert events[-1].status == Status.FAILED and "no such kernel" in events[-1].message
+
+
+def test_models_are_built_with_blas_on_one_thread(fake_build):
+    """A build's small products ran ~10x slower with BLAS's threads on a busy two-core machine."""
+    from engine._threads import blas_thread_counts
+
+    seen = []
+    build = fake_build()
+
+    def counting(Y, config):
+        seen.append(blas_thread_counts())
+        return build(Y, config)
+    prepared = PreparedStart(Y, CFG, build=counting, limiter=Limiter(1), delay=0.0).start()
+    assert prepared.wait(10) and prepared.ready
+    run_job(TrainingJob(1, Y, CFG, build=counting, limiter=Limiter(1)))
+    assert len(seen) == 2 and all(counts and max(counts) == 1 for counts in seen), seen
