@@ -197,26 +197,36 @@ class TrainingRun(param.Parameterized):
 
     # ---- events ----------------------------------------------------------------------
     def _notify(self) -> None:  # any thread
-        self._dispatcher.soon(self.pump)
+        self._dispatcher.soon(self._pump_update)
 
     def pump(self) -> None:
         """Apply every waiting event of the current run (page thread)."""
+        while self._pump_step():
+            pass
+
+    def _pump_update(self) -> None:
+        """One page update's worth of events; the rest in the next page update (dispatcher)."""
+        if self._pump_step():
+            self._dispatcher.soon(self._pump_update)
+
+    def _pump_step(self) -> bool:
+        """Apply the waiting events of the current run up to a result that follows other events:
+        a result costs the page far more than a few points, so it gets a page update of its own
+        and the points and status before it reach the browser first (in order).  True when
+        events are left for the next step."""
         job = self._job
         if job is None:
-            return
+            return False
         t0 = time.perf_counter()
         events = self._deferred + job.drain()
         self._deferred = []
         events = [ev for ev in events if ev.run_id == self.run_id]
         if not events:
-            return
+            return False
         with param.parameterized.batch_call_watchers(self):
             for i, ev in enumerate(events):
                 if isinstance(ev, ResultEvent) and i > 0:
-                    # a result costs the page far more than a few points: it gets a page update of
-                    # its own, so the points and status before it reach the browser first (in order)
                     self._deferred = events[i:]
-                    self._dispatcher.soon(self.pump)
                     break
                 if isinstance(ev, ProgressEvent):
                     self._apply_progress(ev)
@@ -227,6 +237,7 @@ class TrainingRun(param.Parameterized):
         # a slow page update asks the worker for fewer of them (the page takes at most ~10%)
         took = time.perf_counter() - t0
         job.notify_interval = max(self.notify_interval, 10.0 * took)
+        return bool(self._deferred)
 
     def set_result_cost(self, seconds: float) -> None:
         """What showing one result costs the page: results come at most every ~6x that."""
