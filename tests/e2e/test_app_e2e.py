@@ -8,7 +8,7 @@ import re
 import time
 
 import pytest
-from browserkit import wait_loaded
+from browserkit import data_summary, wait_loaded
 
 pytestmark = [
     pytest.mark.e2e,
@@ -192,7 +192,9 @@ def test_upload_valid_then_malformed_keeps_previous(page, served_app, artifacts,
     wait_text(page, "Could not load broken.csv", timeout=30_000)
     # the previous data stays loaded
     assert page.get_by_text(re.compile(r"40\s+points")).first.is_visible()
-    assert page.get_by_text("measurements").first.is_visible()
+    assert "measurements.csv" in data_summary(page)
+    assert page.get_by_label("Data set (bundled sample or your file)").evaluate(
+        "el => el.options[el.selectedIndex].text") == "Your file: measurements.csv"
     screenshot(page, artifacts, "08-upload-malformed")
 
 
