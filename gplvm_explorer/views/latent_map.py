@@ -113,8 +113,8 @@ class LatentMap(pn.viewable.Viewer):
         self.plot = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", height=HEIGHT)
         self.auto = pn.widgets.Checkbox.from_param(lat.param.auto_dims, label="Two most relevant dims",
                                                    margin=(8, 10, 0, 8))
-        self.x_sel = pn.widgets.Select(options={}, width=80, disabled=True, margin=(2, 4))
-        self.y_sel = pn.widgets.Select(options={}, width=80, disabled=True, margin=(2, 4))
+        self.x_sel = pn.widgets.Select(name="horizontal", options={}, width=80, disabled=True, margin=(2, 4))
+        self.y_sel = pn.widgets.Select(name="vertical", options={}, width=80, disabled=True, margin=(2, 4))
         self.x_sel.param.watch(lambda e: self._set_dim("x_dim", e.new), "value")
         self.y_sel.param.watch(lambda e: self._set_dim("y_dim", e.new), "value")
         self.follow = pn.widgets.Checkbox(label="Follow the pointer", value=False, margin=(8, 10, 0, 14))
@@ -428,12 +428,10 @@ class LatentMap(pn.viewable.Viewer):
                               f"{items}{more}</div>")
 
     def __panel__(self):
-        muted = "font-size:.85rem;color:#5b6b7c"
         return pn.Column(
             pn.Row(self.title, sizing_mode="stretch_width"),
-            pn.FlexBox(self.auto, pn.pane.HTML(f"<span style='{muted}'>horizontal</span>", margin=(8, 0, 0, 6)),
-                       self.x_sel, pn.pane.HTML(f"<span style='{muted}'>vertical</span>", margin=(8, 0, 0, 6)),
-                       self.y_sel, self.follow, align_items="center", sizing_mode="stretch_width"),
+            pn.FlexBox(self.auto, self.x_sel, self.y_sel, self.follow, align_items="center",
+                       sizing_mode="stretch_width"),
             self.plot, self.hover_text, self.legend, self.slider_card,
             sizing_mode="stretch_width", styles=PANEL_STYLES,
         )

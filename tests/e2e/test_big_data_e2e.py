@@ -98,6 +98,9 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     wait_text(page, "Finished after", timeout=180_000)
     page.wait_for_function(f"() => {{ const s = ({MAP_STATE})(); return s && s.images > 0; }}",
                            timeout=30_000)
+    # the map's dimension pickers are labelled controls, showing latent dimensions
+    for name in ("horizontal", "vertical"):
+        assert re.fullmatch(r"x\d+", page.get_by_label(name, exact=True).input_value()), name
     state = page.evaluate(MAP_STATE)
     assert "ImageRGBA" in state["kinds"] and state["images"] == 1, state  # datashader's image of the points
     assert state["longest"] < N, f"a data source holds {state['longest']} values: points were sent as glyphs"
