@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browserkit import READY
+from browserkit import READY, wait_loaded
 
 from .conftest import serve_cli
 
@@ -40,7 +40,9 @@ def test_cli_serves_a_parquet_file_with_settings(served_parquet, page, artifacts
     except Exception:
         page.screenshot(path=str(artifacts / "cli_parquet_failed.png"), full_page=True)
         raise
-    page.get_by_text(path.name).first.wait_for(timeout=30_000)
+    wait_loaded(page, path.name)
+    assert page.get_by_label("Data set (bundled sample or your file)").evaluate(
+        "el => el.options[el.selectedIndex].text") == f"Your data: {path.name}"
     assert page.get_by_text("labels: kind").count() >= 1
     page.wait_for_function(f"({SLIDER_VALUE})('Latent dimensions Q') === 3", timeout=30_000)
     page.screenshot(path=str(artifacts / "cli_parquet.png"), full_page=True)
