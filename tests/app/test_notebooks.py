@@ -40,7 +40,11 @@ def run(nb, kernel_dir: Path, cwd: Path):
     km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
     client = nbclient.NotebookClient(nb, km=km, timeout=600, allow_errors=False,
                                      resources={"metadata": {"path": str(cwd)}})
-    client.execute()
+    try:
+        client.execute()
+    finally:  # a client given its kernel manager leaves the kernel running
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     return nb
 
 
