@@ -113,8 +113,8 @@ class LatentMap(pn.viewable.Viewer):
         self.plot = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", height=HEIGHT)
         self.auto = pn.widgets.Checkbox.from_param(lat.param.auto_dims, label="Two most relevant dims",
                                                    margin=(8, 10, 0, 8))
-        self.x_sel = pn.widgets.Select(name="horizontal", options={}, width=80, disabled=True, margin=(2, 4))
-        self.y_sel = pn.widgets.Select(name="vertical", options={}, width=80, disabled=True, margin=(2, 4))
+        self.x_sel = pn.widgets.Select(label="horizontal", options={}, width=80, disabled=True, margin=(2, 4))
+        self.y_sel = pn.widgets.Select(label="vertical", options={}, width=80, disabled=True, margin=(2, 4))
         self.x_sel.param.watch(lambda e: self._set_dim("x_dim", e.new), "value")
         self.y_sel.param.watch(lambda e: self._set_dim("y_dim", e.new), "value")
         self.follow = pn.widgets.Checkbox(label="Follow the pointer", value=False, margin=(8, 10, 0, 14))
