@@ -69,7 +69,7 @@ class ObjectivePlot(pn.viewable.Viewer):
         self._n = 0  # points of the trace already in the browser
         tr.trace.add_subscriber(self._on_buffer)
         tr.param.watch(self._on_label, ["objective_name"])
-        tr.param.watch(self._on_opened, ["opened", "objective"])
+        tr.param.watch(self._on_opened, ["opened"])  # set with its bound; cleared when a run starts
         self._on_label()
         self._on_opened()
         self._on_buffer(data=tr.trace.data)
@@ -82,12 +82,10 @@ class ObjectivePlot(pn.viewable.Viewer):
     def _on_opened(self, *events):
         """Shown while a saved model is on show and nothing has been trained since."""
         tr = self.explorer.training
-        if tr.opened and self._n == 0:
+        if tr.opened:
             self.note.text = (f"{tr.opened}: {tr.objective_name} {tr.objective:.6g} "
                               "(the file holds no trace; Train goes on from here)")
-            self.note.visible = True
-        else:
-            self.note.visible = False
+        self.note.visible = bool(tr.opened)
 
     def _on_buffer(self, data=None, **kwargs):
         if data is None:
@@ -100,7 +98,6 @@ class ObjectivePlot(pn.viewable.Viewer):
                 return
         new = data.iloc[self._n:]
         if len(new):
-            self.note.visible = False
             self.source.stream({"iteration": new["iteration"].to_numpy(dtype=float),
                                 "objective": new["objective"].to_numpy(dtype=float)})
             self._n = n
