@@ -34,7 +34,7 @@ class DataPanel(pn.viewable.Viewer):
                                                options=data.sample_titles(), value=data.sample,
                                                sizing_mode="stretch_width")
         sync(self.sample_select, data, "sample")
-        data.param.watch(self._on_name, ["upload_name", "dataset"])  # the picker names the file given or uploaded
+        data.param.watch(self._on_name, ["dataset"])  # the picker names the file given or uploaded
         # a FileDropper: a file over the upload limit is refused in the browser before anything is
         # sent, and accepted files travel in chunks well under the websocket's message limit
         self.file_input = upload_widget(sizing_mode="stretch_width", stylesheets=[_DROPPER_CSS])
