@@ -391,15 +391,15 @@ class CollapsedModel(LatentVariableModel):
         if self.observed is None:
             return Y_rows.copy(), np.zeros_like(Y_rows)
         observed = self.observed[idx]
-        values = self.parameters
-        X, S = values["X_mean"], values.get("X_variance")
         mean = np.zeros(Y_rows.shape)
         var = np.zeros(Y_rows.shape)
         todo = np.flatnonzero(~observed.all(axis=1))
         if todo.size:
             if method == "latent":
-                mean[todo], var[todo] = self.predict(X[idx[todo]], None if S is None else S[idx[todo]],
-                                                     include_noise=True)
+                values = self.parameters
+                S = values.get("X_variance")
+                mean[todo], var[todo] = self.predict(values["X_mean"][idx[todo]],
+                                                     None if S is None else S[idx[todo]], include_noise=True)
             else:
                 cand, cand_mean, cand_var = self._cached(self._imputation_candidates, key="imputation")
                 mean[todo], var[todo] = mixture_moments(Y, self.observed, idx[todo], cand, cand_mean, cand_var)
