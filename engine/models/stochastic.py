@@ -218,6 +218,8 @@ class _LogSteps:
     mask: (P,) bool.
     """
 
+    _softplus = Softplus(lower=0.0)  # value - lower = softplus(free x)
+
     def __init__(self, packer):
         self.mask = np.zeros(packer.size, dtype=bool)
         self.lower = np.zeros(packer.size)
@@ -227,14 +229,10 @@ class _LogSteps:
                 self.mask[sl] = True
                 self.lower[sl] = s.transform.lower
 
-    def _excess(self, x):
-        """value - lower = softplus(x) of the masked entries."""
-        return np.logaddexp(0.0, x[self.mask])
-
     def gradient(self, x, g):
         out = g.copy()
         pos = self.mask
-        out[pos] = g[pos] / Softplus.grad_factor(x[pos]) * self._excess(x)
+        out[pos] = g[pos] / Softplus.grad_factor(x[pos]) * self._softplus.forward(x[pos])
         return out
 
     def move(self, x, step, mask):
@@ -242,8 +240,7 @@ class _LogSteps:
         free = mask & ~self.mask
         out[free] += step[free]
         pos = mask & self.mask
-        v = np.logaddexp(0.0, x[pos]) * np.exp(step[pos])
-        out[pos] = v + np.log(-np.expm1(-v))
+        out[pos] = self._softplus.inverse(self._softplus.forward(x[pos]) * np.exp(step[pos]))
         return out
 
 
@@ -809,10 +806,10 @@ class StochasticBayesianGPLVM(LatentVariableModel):
                 m1[mask] = b1 * m1[mask] + (1 - b1) * g[mask]
                 m2[mask] = b2 * m2[mask] + (1 - b2) * g[mask] ** 2
                 step = learning_rate * decay ** (it - 1) * (m1 / (1 - b1 ** it)) / (np.sqrt(m2 / (1 - b2 ** it)) + eps)
-                x_new = xg.copy()
                 if log_steps is not None:
                     x_new = log_steps.move(xg, step, mask)
                 else:
+                    x_new = xg.copy()
                     x_new[mask] += step[mask]
                 new_values = gp.unpack(x_new)
                 # q(u): natural-gradient step towards the minibatch optimum
