@@ -6,9 +6,13 @@ uploaded through the page, Bayesian GP-LVM with Q=10, M=50 (L-BFGS-B):
 
 * Train click -> first objective point drawn (timestamps taken in the page:
   the pointer-down on Train and the animation frame that first has a point);
-* click in the latent map -> reconstruction drawn (the reconstruction's data
-  source changes), median and slowest over 10 clicks at different places,
-  while training and after it ended; clicks never answered are counted;
+* click in the latent map -> reconstruction drawn: the first animation frame
+  after the pointer-down in which the prediction's source (mean and ±2σ) has
+  changed, median and slowest over 10 clicks at different places, while
+  training and after it ended; clicks never answered are counted.  The page
+  predicts the click itself where it holds the model's factors; the nearest
+  training row comes from the server, and the time to its first frame is
+  printed too ("nearest row");
 * training speed in the app (iterations over the fit's own wall-clock time)
   against ``engine.fit`` alone on the same data and settings;
 * bytes the server sends per page update while training (websocket frames
@@ -52,18 +56,23 @@ window.__gx = {
   *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
   figure(title) { for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
       const t = v.model && v.model.title; if (t && t.text === title && v.frame) return v; } return null; },
-  // timestamps of the first objective point and of every change of a reconstruction source
+  // timestamps of the first objective point and of every frame in which the prediction's source
+  // (column 'upper') or the nearest row's source (column 'nearest') has changed
   watch() {
-    this.first = null; this.recon = []; this.down = null;
+    this.first = null; this.recon = []; this.near = []; this.down = null;
     const objective = () => this.sources('objective')[0];
-    const recon = () => this.sources('nearest')[0] || null;
-    let last = null;
+    const named = (name) => { for (const doc of Bokeh.documents) { const m = doc.get_model_by_name(name);
+      if (m) return m; } return null; };
+    const changes = (name, col, stamps) => { let last = null;
+      return (now) => { const s = named(name); const d = s ? this.column(s, col) : null;
+        if (d !== last) { if (last !== null || (d && d.length)) stamps.push(now); last = d; } }; };
+    const recon = changes('reconstruction-profile', 'upper', this.recon);
+    const near = changes('reconstruction-nearest', 'nearest', this.near);
     const tick = () => {
       const now = performance.now();
       const o = objective();
       if (this.first === null && o && this.column(o, 'objective').length > 0) this.first = now;
-      const r = recon(); const d = r ? this.column(r, 'mean') : null;
-      if (d !== last) { if (last !== null || (d && d.length)) this.recon.push(now); last = d; }
+      recon(now); near(now);
       requestAnimationFrame(tick);
     };
     requestAnimationFrame(tick);
@@ -142,27 +151,37 @@ def latent_pixel(page, fx, fy):
 
 
 def clicks(page, n=10, seed=0):
-    """Click n places in the latent map; seconds from pointer-down to the redrawn reconstruction."""
+    """Click n places in the latent map.
+
+    Returns (seconds from pointer-down to the first frame with the new prediction,
+    the same to the first frame with the new nearest row, clicks not answered).
+    """
     rng = np.random.default_rng(seed)
-    lat, missed = [], 0
+    lat, near, missed = [], [], 0
     for fx, fy in rng.uniform(0.1, 0.9, size=(n, 2)):
-        before = page.evaluate("__gx.recon.length")
+        before = page.evaluate("[__gx.recon.length, __gx.near.length]")
         pos = latent_pixel(page, fx, fy)
         page.mouse.click(pos[0], pos[1])
         deadline = time.perf_counter() + 10
         got = None
         while time.perf_counter() < deadline:
-            got = page.evaluate("""(k) => __gx.recon.length > k ? __gx.recon[__gx.recon.length - 1] - __gx.down
-                                   : null""", before)
+            got = page.evaluate("""([k, j]) => __gx.recon.length > k && __gx.near.length > j
+                                   ? [__gx.recon[k] - __gx.down, __gx.near[j] - __gx.down] : null""", before)
             if got is not None:
                 break
             time.sleep(0.01)
         if got is None:
             missed += 1
         else:
-            lat.append(got / 1000.0)
+            lat.append(got[0] / 1000.0)
+            near.append(got[1] / 1000.0)
         time.sleep(0.15)
-    return lat, missed
+    return lat, near, missed
+
+
+def spread_ms(seconds):
+    """(median, slowest) in milliseconds, or None."""
+    return (statistics.median(seconds) * 1e3, max(seconds) * 1e3) if seconds else None
 
 
 def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
@@ -198,8 +217,8 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
         time.sleep(0.1)
     t_train0 = time.perf_counter()
     if ex.training.active:
-        lat, missed = clicks(page, seed=1)
-        out["click_training_ms"] = (statistics.median(lat) * 1e3, max(lat) * 1e3) if lat else None
+        lat, near, missed = clicks(page, seed=1)
+        out["click_training_ms"], out["nearest_training_ms"] = spread_ms(lat), spread_ms(near)
         out["missed_training"] = missed
     while ex.training.active:
         time.sleep(0.2)
@@ -212,11 +231,11 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
     out["app_rate"] = tr.rate
     out["iterations"] = tr.iteration
     time.sleep(1.0)
-    lat, missed = clicks(page, seed=2)
-    out["click_idle_ms"] = (statistics.median(lat) * 1e3, max(lat) * 1e3) if lat else None
+    lat, near, missed = clicks(page, seed=2)
+    out["click_idle_ms"], out["nearest_idle_ms"] = spread_ms(lat), spread_ms(near)
     out["missed_idle"] = missed
     out["latent_renderers"] = page.evaluate("__gx.rasterised()")
-    out["glyph_points"] = page.evaluate("() => { const s = __gx.sources('colour'); "
+    out["glyph_points"] = page.evaluate("() => { const s = __gx.sources('label'); "
                                         "return s.length ? __gx.column(s[0], 'x').length : 0; }")
     page.screenshot(path=str(shot_dir / f"latent-{n}.png"), full_page=True)
     page.close()
@@ -281,6 +300,11 @@ def main():
         print(f"{r['n']:>8} | {r['first_point_ms']:>10.0f} ms | {fmt(ct, r.get('missed_training', 0)):>22} | "
               f"{fmt(ci, r['missed_idle']):>18} | {r['app_rate']:>8.2f} | {r['engine_rate']:>11.2f} | "
               f"{r['app_rate'] / r['engine_rate']:>5.0%} | {r['bytes_per_update'] / 1e3:>9.1f} kB | {kind}")
+    print("\nclick -> nearest training row drawn (the server's answer), median / slowest:")
+    for r in rows:
+        nt, ni = r.get("nearest_training_ms"), r.get("nearest_idle_ms")
+        fmt = lambda c: f"{c[0]:.0f} / {c[1]:.0f} ms" if c else "–"  # noqa: E731
+        print(f"{r['n']:>8} | while training {fmt(nt):>16} | idle {fmt(ni):>16}")
 
 
 if __name__ == "__main__":

@@ -98,12 +98,14 @@ def create_app(**explorer_options):
              "2 · Model", help_texts.MODEL),
         card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
     ]
+    reconstruction = ReconstructionView(explorer=ex)
     main = [
         PageErrors(explorer=ex),
         StatusBar(explorer=ex),
         pn.Row(
-            pn.Column(LatentMap(explorer=ex), sizing_mode="stretch_width", min_width=440),
-            pn.Column(ReconstructionView(explorer=ex), ARDPlot(explorer=ex), width=400),
+            pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction), sizing_mode="stretch_width",
+                      min_width=440),
+            pn.Column(reconstruction, ARDPlot(explorer=ex), width=400),
             sizing_mode="stretch_width",
         ),
         DynamicsView(explorer=ex),  # shown for the models whose catalog entry has panel="dynamics"

@@ -119,6 +119,7 @@ class Reconstruction:
     nearest_label: str
     image_shape: tuple | None
     feature_names: list
+    drawn_in_page: bool = False  # the page drew mean and std itself; the server adds the rest
 
     @property
     def is_image(self) -> bool:
@@ -325,8 +326,11 @@ class LatentSlice(param.Parameterized):
             return v.index.nearest(x, y)[0]
         return v.index.within(x, y, radius)
 
-    def reconstruct_at(self, x: float, y: float) -> Reconstruction | None:
-        """Predict the output at ``(x, y)`` of the shown plane: one predict, one KD-tree query."""
+    def reconstruct_at(self, x: float, y: float, drawn_in_page: bool = False) -> Reconstruction | None:
+        """Predict the output at ``(x, y)`` of the shown plane: one predict, one KD-tree query.
+
+        ``drawn_in_page``: the page has drawn this prediction itself (the views add only the rest).
+        """
         v = self.view
         if v is None:
             return None
@@ -351,7 +355,7 @@ class LatentSlice(param.Parameterized):
             nearest_index=int(j), nearest_xy=(float(v.points[j, 0]), float(v.points[j, 1])),
             nearest_values=np.asarray(nearest, dtype=float), nearest_label=label,
             image_shape=None if ds is None else ds.image_shape,
-            feature_names=[] if ds is None else list(ds.feature_names or []))
+            feature_names=[] if ds is None else list(ds.feature_names or []), drawn_in_page=bool(drawn_in_page))
         self.reconstruction = rec
         return rec
 

@@ -12,6 +12,10 @@
   Below, they are glyphs whose colours and labels are sent once per data set;
   an update sends only the new coordinates.
 * Hover (raster mode) and click are answered by the slice's KD-tree.
+* Given the page's :class:`ReconstructionView` (``reconstruction``), the map
+  also sends the shown result's prediction factors, and a click's prediction
+  is computed and drawn by the page itself (:mod:`.page_prediction`); the
+  server's answer adds the nearest training row.
 
 One plain Bokeh figure, built once: an update replaces the data of a few
 sources (the grid, the image of the points, or the glyphs' coordinates) and
@@ -38,6 +42,7 @@ from ..export import VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
 from .common import OUTLINE, PANEL_STYLES, LiveHTML, escape, plain, title_with_help
+from .page_prediction import CLICK_JS, no_predictor, predictor_columns, slice_columns
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +96,8 @@ class LatentMap(pn.viewable.Viewer):
 
     explorer = param.ClassSelector(class_=Explorer)
     raster_above = param.Integer(default=RASTER_ABOVE)
+    reconstruction = param.Parameter(default=None, doc=(
+        "The page's ReconstructionView: clicks are predicted and drawn by the page into its sources."))
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -104,6 +111,11 @@ class LatentMap(pn.viewable.Viewer):
         self.packed_source.js_on_change("data", CustomJS(args=dict(packed=self.packed_source,
                                                                   target=self.raster_source), code=UNPACK_JS))
         self.variance_source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []})
+        # the shown result's prediction factors and slice, for predictions in the page (never sent back)
+        self.predictor_source = ColumnDataSource(no_predictor(), syncable=False)
+        self.slice_source = ColumnDataSource(slice_columns(None), syncable=False)
+        self._page_result = None  # the result whose factors the page holds
+        self.page_predicts = False
         self._raster = BackgroundRaster(ex.dispatcher, self._apply_raster, on_error=self._raster_failed)
         self._raster_asked = None  # (view, extent) of the newest raster request
         self._mode = (False, self._colouring())  # (raster?, colouring) of the points on show
@@ -175,6 +187,12 @@ class LatentMap(pn.viewable.Viewer):
         fig.title.text_font_size = "12pt"
         # a click goes straight to this handler, run by Bokeh under the document's lock; a second
         # click soon after the first arrives as a double tap: it is a click at a new place all the same
+        if self.reconstruction is not None:
+            targets = self.reconstruction.page_targets()
+            click = CustomJS(args=dict(predictor=self.predictor_source, slice=self.slice_source,
+                                       marker=self.marker_source, **targets), code=CLICK_JS)
+            fig.js_on_event(Tap, click)
+            fig.js_on_event(DoubleTap, click)
         fig.on_event(Tap, self._on_tap)
         fig.on_event(DoubleTap, self._on_tap)
         fig.on_event(RangesUpdate, self._on_ranges)
@@ -208,6 +226,7 @@ class LatentMap(pn.viewable.Viewer):
     def _on_view(self, *events) -> None:
         v = self.explorer.latent.view
         self._on_dims()  # automatic dims change with the view
+        self._show_predictor(v)
         if v is None:
             self.glyph_source.data = {"x": [], "y": [], "colour": [], "label": [], "index": []}
             self.marker_source.data = {"x": [], "y": [], "marker": [], "colour": []}
@@ -227,6 +246,18 @@ class LatentMap(pn.viewable.Viewer):
         else:
             self._clear_raster()
         self._show_grid(v)
+
+    def _show_predictor(self, v) -> None:
+        """The factors of the view's result (once per result) and its slice, for the page's predictions."""
+        if self.reconstruction is None:
+            return
+        result = None if v is None else v.result
+        if result is not self._page_result:
+            self._page_result = result
+            columns = None if result is None else predictor_columns(result.predictor, result.dataset)
+            self.page_predicts = columns is not None
+            self.predictor_source.data = columns if columns is not None else no_predictor()
+        self.slice_source.data = slice_columns(v)
 
     # ---- the points' raster ------------------------------------------------------------------
     def _request_raster(self, v, extent) -> None:
@@ -316,7 +347,8 @@ class LatentMap(pn.viewable.Viewer):
 
         try:
             with set_curdoc(self.figure.document):
-                self.explorer.latent.reconstruct_at(float(event.x), float(event.y))
+                self.explorer.latent.reconstruct_at(float(event.x), float(event.y),
+                                                    drawn_in_page=self.page_predicts)
         except Exception as exc:  # Bokeh would only log it: show it in the page too
             logger.exception("Reconstruction at a click failed")
             self.explorer.latent.error = f"Could not reconstruct at this point: {exc}"

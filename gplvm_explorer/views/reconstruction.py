@@ -1,7 +1,10 @@
 """The model's output at the clicked latent location, beside the nearest training row.
 
 Plain Bokeh figures whose sources are replaced per click: a click sends D
-numbers (or one small image), not a re-rendered plot.
+numbers (or one small image), not a re-rendered plot.  Where the page predicts
+by itself (:mod:`.page_prediction`), the click's mean and ±2σ (or predicted
+image) are drawn by the page into ``profile_source`` (``pred_source``) and the
+server adds the nearest training row (``nearest_source``, ``near_source``).
 """
 from __future__ import annotations
 
@@ -37,7 +40,9 @@ class ReconstructionView(pn.viewable.Viewer):
         self.pred_fig = self._image_figure("Prediction", self.pred_source)
         self.near_fig = self._image_figure("Nearest example", self.near_source)
         # other data: a profile of all D features
-        self.profile_source = ColumnDataSource({"x": [], "mean": [], "lower": [], "upper": [], "nearest": []})
+        # named: the browser tests and benchmarks find them by name
+        self.profile_source = ColumnDataSource(self._no_profile(), name="reconstruction-profile")
+        self.nearest_source = ColumnDataSource(self._no_nearest(), name="reconstruction-nearest")
         self.profile_fig = self._profile_figure()
         self.images = pn.Row(pn.pane.Bokeh(self.pred_fig, width=178, height=205),
                              pn.pane.Bokeh(self.near_fig, width=178, height=205), visible=False)
@@ -65,7 +70,7 @@ class ReconstructionView(pn.viewable.Viewer):
         fig.varea("x", "lower", "upper", source=self.profile_source, fill_color=ACCENT, fill_alpha=0.2,
                   legend_label="±2σ")
         fig.line("x", "mean", source=self.profile_source, color=ACCENT, line_width=2, legend_label="prediction")
-        self._near_line = fig.line("x", "nearest", source=self.profile_source, color="#d55e00",
+        self._near_line = fig.line("x", "nearest", source=self.nearest_source, color="#d55e00",
                                    line_dash="dashed", line_width=1.5, legend_label="nearest training row")
         fig.legend.location = "top_left"
         fig.legend.orientation = "horizontal"
@@ -73,6 +78,14 @@ class ReconstructionView(pn.viewable.Viewer):
         fig.legend.background_fill_alpha = 0.6
         fig.add_layout(fig.legend[0], "above")
         return fig
+
+    @staticmethod
+    def _no_profile() -> dict:
+        return {"x": [], "mean": [], "lower": [], "upper": []}
+
+    @staticmethod
+    def _no_nearest() -> dict:
+        return {"x": [], "nearest": []}
 
     def _dataset(self):
         ex = self.explorer
@@ -88,6 +101,11 @@ class ReconstructionView(pn.viewable.Viewer):
         self.profile.visible = ds is not None and not is_image
         if ds is not None and not is_image:
             label_feature_axis(self.profile_fig.xaxis[0], ds.feature_names, ds.d)
+        if is_image:  # set here too: the page may draw a prediction before the server's first answer
+            h, w = ds.image_shape
+            for fig in (self.pred_fig, self.near_fig):
+                fig.x_range.update(start=0, end=w)
+                fig.y_range.update(start=0, end=h)
         if self.explorer.latent.reconstruction is None:
             self.text.object = escape(HINT)
 
@@ -95,7 +113,8 @@ class ReconstructionView(pn.viewable.Viewer):
         rec = self.explorer.latent.reconstruction
         if rec is None:
             self.text.object = escape(HINT)
-            self.profile_source.data = {"x": [], "mean": [], "lower": [], "upper": [], "nearest": []}
+            self.profile_source.data = self._no_profile()
+            self.nearest_source.data = self._no_nearest()
             return
         xd, yd = self.explorer.latent.shown_dims
         label = f" (label {rec.nearest_label})" if rec.nearest_label else ""
@@ -112,15 +131,22 @@ class ReconstructionView(pn.viewable.Viewer):
                 fig.x_range.update(start=0, end=w)
                 fig.y_range.update(start=0, end=h)
             # row 0 of an image is its top row; Bokeh draws row 0 at the bottom
-            self.pred_source.data = {"image": [rec.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
+            if not rec.drawn_in_page:
+                self.pred_source.data = {"image": [rec.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.near_source.data = {"image": [rec.nearest_values.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.pred_fig.title.text = "Predicted at click"
             self.near_fig.title.text = plain(f"Nearest: #{rec.nearest_index}{label}", 40)
         else:
             x = np.arange(rec.mean.size)
-            self.profile_source.data = {"x": x, "mean": rec.mean, "lower": rec.mean - 2 * rec.std,
-                                        "upper": rec.mean + 2 * rec.std, "nearest": rec.nearest_values}
+            if not rec.drawn_in_page:
+                self.profile_source.data = {"x": x, "mean": rec.mean, "lower": rec.mean - 2 * rec.std,
+                                            "upper": rec.mean + 2 * rec.std}
+            self.nearest_source.data = {"x": x, "nearest": rec.nearest_values}
             self.profile_fig.legend.items[2].label = {"value": f"nearest #{rec.nearest_index}"}
+
+    def page_targets(self) -> dict:
+        """The sources the page draws a click's prediction into (see :mod:`.page_prediction`)."""
+        return {"profile": self.profile_source, "image": self.pred_source}
 
     def __panel__(self):
         return pn.Column(self.title, self.text, self.images, self.profile, sizing_mode="stretch_width",

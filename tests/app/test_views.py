@@ -229,3 +229,53 @@ def test_feature_axes_never_keep_the_previous_data_sets_names():
     label_feature_axis(other, ["a", "b", "c"], 3)
     label_feature_axis(other, None, 40)
     assert other.major_label_overrides[0] == "0" and len(other.major_label_overrides) == 40
+
+
+def test_the_page_predicts_clicks_where_it_holds_the_factors(pump):
+    from bokeh.events import Tap
+
+    ex = Explorer(limiter=Limiter(1), publish_interval=0.0)
+    ex.data.sample = "three-phase-flow"
+    ex.settings.model, ex.settings.latent_dim, ex.settings.max_iters = "bayesian", 3, 4
+    recon = ReconstructionView(explorer=ex)
+    latent = LatentMap(explorer=ex, reconstruction=recon)
+    assert not latent.page_predicts and len(latent.predictor_source.data["Z"]) == 0
+    finish(ex, pump)
+    v, ds = ex.latent.view, ex.data.dataset
+    predictor = v.result.predictor
+    assert latent.page_predicts
+    cols = latent.predictor_source.data
+    M, Q = predictor.Z.shape
+    assert list(cols["sizes"][0]) == [M, Q, ds.d] and cols["L"][0].size == M * (M + 1) // 2
+    np.testing.assert_array_equal(cols["Z"][0], predictor.Z.ravel())
+    assert list(latent.slice_source.data["dims"][0]) == list(v.dims)
+    assert list(latent.slice_source.data["fixed"][0]) == list(v.fixed)
+    # the click runs the page's script with the reconstruction's sources
+    (click,) = latent.figure.js_event_callbacks["tap"]
+    assert click.args["profile"] is recon.profile_source and click.args["predictor"] is latent.predictor_source
+    x0, y0, x1, y1 = v.extent
+    latent._on_tap(Tap(latent.figure, x=(x0 + x1) / 2, y=(y0 + y1) / 2))
+    rec = ex.latent.reconstruction
+    assert rec.drawn_in_page
+    assert len(recon.profile_source.data["mean"]) == 0  # the page draws the mean and its band
+    np.testing.assert_array_equal(recon.nearest_source.data["nearest"], rec.nearest_values)  # the server adds this
+    # a new result: the page gets its factors; nothing trained: none
+    ex.latent.offer(None)
+    assert not latent.page_predicts and len(latent.predictor_source.data["Z"]) == 0
+    assert len(latent.slice_source.data["dims"]) == 0
+
+
+def test_the_server_draws_clicks_of_models_without_factors(fake_build, pump):
+    from bokeh.events import Tap
+
+    ex = trained(fake_build, pump, sample="three-phase-flow", iters=3)
+    recon = ReconstructionView(explorer=ex)
+    latent = LatentMap(explorer=ex, reconstruction=recon)
+    finish(ex, pump)
+    assert ex.latent.view.result.predictor is None and not latent.page_predicts
+    x0, y0, x1, y1 = ex.latent.view.extent
+    latent._on_tap(Tap(latent.figure, x=(x0 + x1) / 2, y=(y0 + y1) / 2))
+    rec = ex.latent.reconstruction
+    assert not rec.drawn_in_page
+    np.testing.assert_array_equal(recon.profile_source.data["mean"], rec.mean)
+    np.testing.assert_array_equal(recon.nearest_source.data["nearest"], rec.nearest_values)

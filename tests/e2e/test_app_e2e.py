@@ -138,8 +138,8 @@ def test_train_live_click_reconstruct_stop(page, panel_serve_subprocess, artifac
     assert csv_btn.is_enabled()
 
     # click the latent map at a known data coordinate: training point 0
-    xs = col_values(page, "x", must_have="colour")
-    ys = col_values(page, "y", must_have="colour")
+    xs = col_values(page, "x", must_have="label")
+    ys = col_values(page, "y", must_have="label")
     assert xs and ys
     x, y = xs[0], ys[0]
     click_latent(page, x, y)

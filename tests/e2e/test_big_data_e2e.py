@@ -66,6 +66,18 @@ UNPACKED = """() => {
 }"""
 
 
+# times at which the reconstruction's sources change: the page's own prediction and the server's nearest row
+STAMP_SOURCES = """() => { window.__stamps = {};
+  for (const name of ['reconstruction-profile', 'reconstruction-nearest']) {
+    const s = Bokeh.documents.map(d => d.get_model_by_name(name)).find(m => m);
+    __stamps[name] = [];
+    s.properties.data.change.connect(() => __stamps[name].push(performance.now()));
+  } }"""
+PROFILE = """() => { const s = Bokeh.documents.map(d => d.get_model_by_name('reconstruction-profile')).find(m => m);
+  const get = (k) => Array.from(s.data instanceof Map ? s.data.get(k) : s.data[k]);
+  return {mean: get('mean'), lower: get('lower'), upper: get('upper'), stamps: __stamps}; }"""
+
+
 def fnv1a(values) -> int:
     h = 2166136261
     for v in values.tolist():
@@ -83,7 +95,34 @@ def big_npz() -> bytes:
     return buf.getvalue()
 
 
+class HeldReplies:
+    """Relays the page's websocket; while ``held``, the server's messages wait (in order) until ``release()``."""
+
+    def __init__(self, page):
+        self.held, self.queue, self.page_ws = False, [], None
+        page.route_web_socket(re.compile(r".*/ws(\?.*)?$"), self._route)
+
+    def _route(self, ws):
+        server = ws.connect_to_server()
+        self.page_ws = ws
+        ws.on_message(server.send)
+        server.on_message(self._from_server)
+
+    def _from_server(self, message):
+        if self.held:
+            self.queue.append(message)
+        else:
+            self.page_ws.send(message)
+
+    def release(self):
+        self.held = False
+        queue, self.queue = self.queue, []
+        for message in queue:
+            self.page_ws.send(message)
+
+
 def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifacts):
+    relay = HeldReplies(page)
     page.goto(served_app)
     page.wait_for_function(READY, timeout=120_000)
     page.evaluate(JS_HELPERS)
@@ -113,8 +152,19 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     pos = page.evaluate("""() => { const v = __gx.figure('Latent space');
         const r = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
         return [r.left + f.left + 0.5 * f.width, r.top + f.top + 0.5 * f.height]; }""")
+    # the page draws the click's prediction itself: it appears while the server's answers are held back
+    page.evaluate(STAMP_SOURCES)
+    relay.held = True
     page.mouse.click(pos[0], pos[1])
+    page.wait_for_function("() => __stamps['reconstruction-profile'].length > 0", timeout=10_000)
+    drawn = page.evaluate(PROFILE)
+    assert not drawn["stamps"]["reconstruction-nearest"], drawn["stamps"]  # the server's part is still held
+    mean, lower, upper = (np.array(drawn[k], dtype=float) for k in ("mean", "lower", "upper"))
+    assert mean.shape == (30,) and np.all(np.isfinite(mean)) and np.all(lower < mean) and np.all(mean < upper)
+    assert relay.queue or page.get_by_text("Nearest training point #").count() == 0
+    relay.release()
     wait_text(page, "Nearest training point #", timeout=20_000)
+    assert page.evaluate(PROFILE)["stamps"]["reconstruction-nearest"]  # then the nearest row arrived
     # the click selected nothing (a selection of image pixels would travel to the server first)
     selected = page.evaluate("""() => __gx.figure('Latent space').model.renderers.map(r => r.data_source.selected)
         .map(s => s.indices.length + s.image_indices.length)""")
