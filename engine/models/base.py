@@ -236,6 +236,8 @@ class LatentVariableModel:
         with self._lock:
             clone = copy.copy(self)
             clone._free = self._free.copy()
+            if "_evaluated" in self.__dict__:  # immutable by-products of the last evaluation (not pickled)
+                clone._evaluated = self._evaluated
         clone._kernel = self._kernel.copy()
         clone._free_mask = self._free_mask.copy()
         clone._lock = threading.RLock()
@@ -248,6 +250,7 @@ class LatentVariableModel:
         with self._lock:
             state = dict(self.__dict__)
         state.pop("_lock", None)
+        state.pop("_evaluated", None)  # the last evaluation's factors (and its O(N Q) values)
         state["_cache"] = None
         return state
 

@@ -281,6 +281,9 @@ class CollapsedModel(LatentVariableModel):
 
     def _evaluate(self, values):
         kern, groups, context = self._bounds(values)
+        # q(u)'s factors come with the bound: kept, so that posteriors() at these values costs no pass
+        # over the rows (a fit's snapshot is taken at the point it evaluated last)
+        self._evaluated = (values, [(gb.cols, gb.bound.posterior) for gb in groups])
         Z = values["Z"]
         if self.observed is None:
             b = groups[0].bound
@@ -302,7 +305,13 @@ class CollapsedModel(LatentVariableModel):
     def posteriors(self) -> list:
         """[(cols (D_g,), CollapsedPosterior)] per column group (one unless outputs are missing);
         cached until the parameters change."""
-        return self._cached(lambda values: [(gb.cols, gb.bound.posterior) for gb in self._bounds(values)[1]])
+        def build(values):
+            evaluated = self.__dict__.get("_evaluated")
+            if evaluated is not None and _same_values(evaluated[0], values):
+                return evaluated[1]
+            return [(gb.cols, gb.bound.posterior) for gb in self._bounds(values)[1]]
+
+        return self._cached(build)
 
     def posterior(self) -> CollapsedPosterior:
         """Factors of q(u) at the current parameters (models trained on complete data)."""
@@ -406,3 +415,8 @@ class CollapsedModel(LatentVariableModel):
         filled = np.where(observed, Y_rows, mean)
         std = np.where(observed, 0.0, np.sqrt(var))
         return filled, std
+
+
+def _same_values(a: dict, b: dict) -> bool:
+    """True if two parameter dicts (name -> constrained value) hold equal values."""
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

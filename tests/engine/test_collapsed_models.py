@@ -250,3 +250,32 @@ def test_crowded_inducing_points_give_a_finite_bound_with_exact_gradients():
     # At this conditioning the objective itself carries ~1e-8 relative round-off, so
     # central differences need a larger step; the textbook gradient was off by orders of magnitude.
     assert model.checkgrad(eps=1e-4) < 2e-3
+
+
+@pytest.mark.parametrize("missing", [False, True], ids=["complete", "missing"])
+def test_posteriors_reuse_the_last_evaluation_at_the_same_parameters(missing):
+    rng = np.random.default_rng(4)
+    Y = np.c_[np.sin(np.linspace(0, 6, 60)), np.cos(np.linspace(0, 6, 60))] @ rng.standard_normal((2, 5))
+    Y += 0.05 * rng.standard_normal(Y.shape)
+    if missing:
+        Y[rng.random(Y.shape) < 0.15] = np.nan
+    m = engine.BayesianGPLVM(Y, latent_dim=2, num_inducing=6)
+    engine.fit(m, optimizer="lbfgs", max_iters=5)
+    fresh = engine.BayesianGPLVM(Y, latent_dim=2, num_inducing=6)
+    fresh.set_parameters(**m.parameters)  # the same point, never evaluated: factors from a pass over the rows
+    m.objective()  # evaluated at the current point: its factors are kept
+
+    def no_pass(values):
+        raise AssertionError("posteriors() made a pass over the rows")
+
+    snapshot = m.copy()
+    snapshot._bounds = no_pass  # a copy taken after the evaluation predicts from its factors
+    for (cols, got), (want_cols, want) in zip(snapshot.posteriors(), fresh.posteriors(), strict=True):
+        np.testing.assert_array_equal(cols, want_cols)
+        for name in ("L", "LW", "alpha"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-10, atol=1e-12)
+    moved = m.copy()
+    moved.set_parameters(noise_variance=float(m.parameters["noise_variance"]) * 1.5)
+    moved._bounds = no_pass
+    with pytest.raises(AssertionError, match="a pass over the rows"):  # other parameters: computed afresh
+        moved.posteriors()
