@@ -42,7 +42,7 @@ from ..export import VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
 from .common import OUTLINE, PANEL_STYLES, LiveHTML, escape, plain, title_with_help
-from .page_prediction import CLICK_JS, no_predictor, predictor_columns, slice_columns
+from .page_prediction import CLICK_JS, no_predictor, page_drawn_source, predictor_columns, slice_columns
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class LatentMap(pn.viewable.Viewer):
         ex = self.explorer
         lat = ex.latent
         self.glyph_source = ColumnDataSource({"x": [], "y": [], "colour": [], "label": [], "index": []})
-        self.marker_source = ColumnDataSource({"x": [], "y": [], "marker": [], "colour": []})
+        self.marker_source = page_drawn_source({"x": [], "y": [], "marker": [], "colour": []})
         # the points' image: sent packed, unpacked by the page into raster_source (never sent back)
         self.packed_source = ColumnDataSource(self._no_packed())
         self.raster_source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []}, syncable=False)
@@ -130,6 +130,7 @@ class LatentMap(pn.viewable.Viewer):
         self.x_sel.param.watch(lambda e: self._set_dim("x_dim", e.new), "value")
         self.y_sel.param.watch(lambda e: self._set_dim("y_dim", e.new), "value")
         self.follow = pn.widgets.Checkbox(label="Follow the pointer", value=False, margin=(8, 10, 0, 14))
+        self.follow.param.watch(lambda e: self._show_slice(), "value")
         self.from_click = pn.widgets.Button(label="Set other dims from clicked point", color="default",
                                             **OUTLINE, margin=(18, 5, 0, 5), disabled=True)
         self.from_click.on_click(lambda e: lat.set_fixed_from_nearest())
@@ -193,6 +194,7 @@ class LatentMap(pn.viewable.Viewer):
                                        marker=self.marker_source, **targets), code=CLICK_JS)
             fig.js_on_event(Tap, click)
             fig.js_on_event(DoubleTap, click)
+            fig.js_on_event(MouseMove, click)  # acts only while following the pointer
         fig.on_event(Tap, self._on_tap)
         fig.on_event(DoubleTap, self._on_tap)
         fig.on_event(RangesUpdate, self._on_ranges)
@@ -257,7 +259,11 @@ class LatentMap(pn.viewable.Viewer):
             columns = None if result is None else predictor_columns(result.predictor, result.dataset)
             self.page_predicts = columns is not None
             self.predictor_source.data = columns if columns is not None else no_predictor()
-        self.slice_source.data = slice_columns(v)
+        self._show_slice()
+
+    def _show_slice(self) -> None:
+        if self.reconstruction is not None:
+            self.slice_source.data = slice_columns(self.explorer.latent.view, self.follow.value)
 
     # ---- the points' raster ------------------------------------------------------------------
     def _request_raster(self, v, extent) -> None:
@@ -373,7 +379,7 @@ class LatentMap(pn.viewable.Viewer):
             return
         x, y = xy
         if self.follow.value:
-            lat.reconstruct_at(x, y)
+            lat.reconstruct_at(x, y, drawn_in_page=self.page_predicts)
         if self._mode[0]:  # raster: hover answered by the KD-tree
             x0, y0, x1, y1 = v.extent
             j = lat.nearest_point(x, y, radius=0.015 * float(np.hypot(x1 - x0, y1 - y0)))

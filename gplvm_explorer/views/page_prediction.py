@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from bokeh.models import ColumnDataSource
 
-__all__ = ["PAGE_KERNELS", "CLICK_JS", "PREDICT_JS", "kernel_in_page", "no_predictor", "predictor_columns",
-           "slice_columns"]
+__all__ = ["PAGE_KERNELS", "CLICK_JS", "PREDICT_JS", "kernel_in_page", "no_predictor", "page_drawn_source",
+           "predictor_columns", "slice_columns"]
 
 #: Kernel types the page evaluates (``Kernel.to_spec()["type"]``).
 PAGE_KERNELS = frozenset({"rbf", "matern32", "matern52", "linear", "mlp", "bias", "white", "sum"})
@@ -45,6 +46,15 @@ def kernel_in_page(spec: dict) -> bool:
     if kind == "sum":
         return all(kernel_in_page(p) for p in spec.get("parts", ()))
     return True
+
+
+def page_drawn_source(data: dict, **kw) -> ColumnDataSource:
+    """A source the page also draws into by itself: what it draws is not sent back to the server.
+
+    The server's copy may then be older than what the page shows; that is safe because
+    Bokeh sends every assignment of a source's ``data``, even of an equal value.
+    """
+    return ColumnDataSource(data, syncable=False, **kw)
 
 
 def _packed_lower(L: np.ndarray) -> np.ndarray:
@@ -107,11 +117,13 @@ def predictor_columns(predictor, dataset) -> dict | None:
     }
 
 
-def slice_columns(view) -> dict:
-    """The shown slice of a SliceView: which two dims the map shows and every dim's value (Q,)."""
+def slice_columns(view, follow: bool = False) -> dict:
+    """The shown slice of a SliceView: which two dims the map shows, every dim's value (Q,), and
+    whether the reconstruction follows the pointer (the page then predicts at every mouse move)."""
     if view is None:
-        return {"dims": [], "fixed": []}
-    return {"dims": [np.array(view.dims, dtype=np.int32)], "fixed": [np.array(view.fixed, dtype=np.float64)]}
+        return {"dims": [], "fixed": [], "follow": []}
+    return {"dims": [np.array(view.dims, dtype=np.int32)], "fixed": [np.array(view.fixed, dtype=np.float64)],
+            "follow": [bool(follow)]}
 
 
 #: ``gxPredictor(data)`` unpacks the predictor source's data (a Map or a plain object) into the
@@ -223,11 +235,13 @@ function gxPredict(P, loc) {
 }
 """
 
-#: A click on the map (CustomJS on Tap and DoubleTap): predict at the clicked point of the shown slice
-#: and draw it into the reconstruction's sources and the map's marker.  Nothing happens when the page
-#: holds no factors (the server answers the click).
+#: A click on the map (CustomJS on Tap and DoubleTap; on MouseMove too, acting only while the
+#: reconstruction follows the pointer): predict at the point of the shown slice and draw it into the
+#: reconstruction's sources and the map's marker.  Nothing happens when the page holds no factors
+#: (the server answers).
 CLICK_JS = PREDICT_JS + r"""
 if (cb_obj.x == null || cb_obj.y == null) return;
+if (cb_obj.event_name === "mousemove" && gxColumn(slice.data, "follow") !== true) return;
 const data = predictor.data;
 if (!predictor._gx || predictor._gx.data !== data) predictor._gx = {data, P: gxPredictor(data)};
 const P = predictor._gx.P;

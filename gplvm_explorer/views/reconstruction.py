@@ -17,6 +17,7 @@ from bokeh.plotting import figure
 from .. import help_texts
 from ..explorer import Explorer
 from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, label_feature_axis, plain, title_with_help
+from .page_prediction import page_drawn_source
 
 GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
 HINT = "Click the latent map to see the model's output there."
@@ -35,13 +36,13 @@ class ReconstructionView(pn.viewable.Viewer):
         self.title = title_with_help("Reconstruction", help_texts.RECONSTRUCTION)
         # image data: prediction and nearest example
         self.mapper = LinearColorMapper(palette=GREYS, low=0, high=1)
-        self.pred_source = ColumnDataSource({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
+        self.pred_source = page_drawn_source({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
         self.near_source = ColumnDataSource({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
         self.pred_fig = self._image_figure("Prediction", self.pred_source)
         self.near_fig = self._image_figure("Nearest example", self.near_source)
         # other data: a profile of all D features
         # named: the browser tests and benchmarks find them by name
-        self.profile_source = ColumnDataSource(self._no_profile(), name="reconstruction-profile")
+        self.profile_source = page_drawn_source(self._no_profile(), name="reconstruction-profile")
         self.nearest_source = ColumnDataSource(self._no_nearest(), name="reconstruction-nearest")
         self.profile_fig = self._profile_figure()
         self.images = pn.Row(pn.pane.Bokeh(self.pred_fig, width=178, height=205),

@@ -250,6 +250,11 @@ def test_the_page_predicts_clicks_where_it_holds_the_factors(pump):
     np.testing.assert_array_equal(cols["Z"][0], predictor.Z.ravel())
     assert list(latent.slice_source.data["dims"][0]) == list(v.dims)
     assert list(latent.slice_source.data["fixed"][0]) == list(v.fixed)
+    assert latent.slice_source.data["follow"] == [False]
+    latent.follow.value = True  # the page then predicts at every mouse move
+    assert latent.slice_source.data["follow"] == [True]
+    assert list(latent.figure.js_event_callbacks["mousemove"]) == list(latent.figure.js_event_callbacks["tap"])
+    latent.follow.value = False
     # the click runs the page's script with the reconstruction's sources
     (click,) = latent.figure.js_event_callbacks["tap"]
     assert click.args["profile"] is recon.profile_source and click.args["predictor"] is latent.predictor_source
@@ -279,3 +284,19 @@ def test_the_server_draws_clicks_of_models_without_factors(fake_build, pump):
     assert not rec.drawn_in_page
     np.testing.assert_array_equal(recon.profile_source.data["mean"], rec.mean)
     np.testing.assert_array_equal(recon.nearest_source.data["nearest"], rec.nearest_values)
+
+
+def test_a_page_drawn_source_gets_every_assignment_even_an_equal_one():
+    """The page draws into these sources without telling the server: the server's copy can be older
+    than what the page shows, so an assignment equal to that copy must reach the page all the same."""
+    from gplvm_explorer.views.page_prediction import page_drawn_source
+
+    doc = Document()
+    source = page_drawn_source({"x": [1.0, 2.0]})
+    doc.add_root(source)
+    assert not source.syncable  # what the page draws into it is not sent back
+    sent = []
+    doc.on_change(lambda event: sent.append(event))
+    source.data = {"x": [1.0, 2.0]}
+    source.data = {"x": [1.0, 2.0]}
+    assert [type(e) for e in sent] == [ColumnDataChangedEvent] * 2 and all(e.model is source for e in sent)

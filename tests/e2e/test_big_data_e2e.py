@@ -165,6 +165,21 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     relay.release()
     wait_text(page, "Nearest training point #", timeout=20_000)
     assert page.evaluate(PROFILE)["stamps"]["reconstruction-nearest"]  # then the nearest row arrived
+    # following the pointer, the page predicts at every mouse move, again without the server
+    page.locator("div.bk-Checkbox").filter(has_text="Follow the pointer").locator("input[type=checkbox]").check()
+    # the checkbox's change reaches the server, and the slice's flag the page (waiting in Playwright relays it)
+    page.wait_for_function("""() => Bokeh.documents.some(doc => [...doc.all_models].some(m => {
+        if (m.type !== 'ColumnDataSource') return false;
+        const f = m.data instanceof Map ? m.data.get('follow') : m.data.follow; return f && f[0] === true; }))""",
+                           timeout=10_000)
+    relay.held = True
+    before = len(page.evaluate(PROFILE)["stamps"]["reconstruction-profile"])
+    for k in range(1, 6):
+        page.mouse.move(pos[0] + 12 * k, pos[1] - 8 * k)
+    page.wait_for_function(f"() => __stamps['reconstruction-profile'].length >= {before + 3}", timeout=10_000)
+    moved = np.array(page.evaluate(PROFILE)["mean"], dtype=float)
+    assert not np.allclose(moved, mean)  # a prediction at another place
+    relay.release()
     # the click selected nothing (a selection of image pixels would travel to the server first)
     selected = page.evaluate("""() => __gx.figure('Latent space').model.renderers.map(r => r.data_source.selected)
         .map(s => s.indices.length + s.image_indices.length)""")
