@@ -31,6 +31,10 @@ __all__ = ["TrainedResult", "TrainingRun", "Status"]
 
 #: Jitter the page mentions: above the tiny amount every fit starts with, i.e. it was raised.
 NOTABLE_JITTER = 1e-6
+#: Results (frozen models for the map) come at most every this many times what the latent slice took
+#: to show the last one.  The rest of a result's cost to the page (the points' raster, sending the
+#: images and the predictor) is about as much again: the map then takes about a tenth of the CPU.
+RESULT_COST_FACTOR = 20.0
 
 _MESSAGES = {
     Status.STARTING: "Building the model…",
@@ -240,9 +244,9 @@ class TrainingRun(param.Parameterized):
         return bool(self._deferred)
 
     def set_result_cost(self, seconds: float) -> None:
-        """What showing one result costs the page: results come at most every ~6x that."""
+        """What the latent slice took to show the last result: results come at most every 20x that."""
         if self._job is not None:
-            self._job.publish_interval = max(self.publish_interval, 6.0 * float(seconds))
+            self._job.publish_interval = max(self.publish_interval, RESULT_COST_FACTOR * float(seconds))
 
     def _apply_progress(self, ev: ProgressEvent) -> None:
         if len(ev.iterations):

@@ -247,3 +247,31 @@ def test_a_result_gets_a_page_update_of_its_own_after_the_points_before_it(fake_
     assert tr2.join(30)
     tr2.pump()
     assert tr2.status == "finished" and tr2.result.final
+
+
+@pytest.mark.parametrize("cost", [0.0, 0.02])
+def test_results_come_at_most_every_twenty_times_what_showing_one_costs(fake_build, cost):
+    from gplvm_explorer.catalog import ModelConfig
+    from gplvm_explorer.dispatch import Dispatcher
+    from gplvm_explorer.state.training import TrainingRun
+
+    d = Dispatcher()
+    tr = TrainingRun(d, limiter=Limiter(1), build=fake_build(delay=0.01), publish_interval=0.0)
+    results = []
+    tr.param.watch(lambda e: results.append(time.perf_counter()) if e.new is not None else None, ["result"])
+    ex = Explorer()
+    assert tr.start(ex.data.dataset, ModelConfig(model="gplvm", latent_dim=2, optimizer="adam", max_iters=250))
+    while tr.status not in ("running", "finished"):
+        d.flush()
+        time.sleep(0.005)
+    tr.set_result_cost(cost)  # what the latent map reports after showing a result
+    t0 = time.perf_counter()
+    while not tr.join(0.01):
+        d.flush()
+    d.flush()
+    elapsed = time.perf_counter() - t0
+    during = [t for t in results[:-1] if t >= t0]  # the last one is the final result
+    if cost:
+        assert len(during) <= elapsed / (20.0 * cost) + 2, (len(during), elapsed)
+    else:
+        assert len(during) > elapsed / (20.0 * 0.02) + 2, (len(during), elapsed)  # unthrottled
