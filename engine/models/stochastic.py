@@ -94,6 +94,23 @@ class SuffStats(NamedTuple):
     kl: float
 
 
+class WhitenedPosterior(NamedTuple):
+    """What prediction needs of the explicit q(u) (u = L v, q(v) = N(m, R R^T)).
+
+    kernel: a copy at the current parameters; Z: (M, Q) inducing inputs;
+    L: (M, M) chol(Kmm + jitter I); Mw: (M, D) = L^-T m, so the predictive mean
+    at x* is k*M Mw (before the data mean); Rw: (M, M) = L^-T R, so the variance
+    is k** - |L^-1 kM*|^2 + |Rw^T kM*|^2; beta: noise precision.
+    """
+
+    kernel: object
+    Z: np.ndarray
+    L: np.ndarray
+    Mw: np.ndarray
+    Rw: np.ndarray
+    beta: float
+
+
 class UncollapsedBound(NamedTuple):
     """Value of F (nats, KL(q(X)) included) and its gradients w.r.t. every input.
 
@@ -895,6 +912,12 @@ class StochasticBayesianGPLVM(LatentVariableModel):
                 self._cache = (version, result)
         return result
 
+    def posterior(self) -> WhitenedPosterior:
+        """Factors of q(u) at the current parameters (cached until they change; the latent
+        parameters are not read)."""
+        kern, Z, L, Mw, Rw, beta = self._posterior()
+        return WhitenedPosterior(kern.copy(), Z, L, Mw, Rw, beta)
+
     @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
         """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q).
@@ -1066,4 +1089,4 @@ def _check_data(Y):
     return Y
 
 
-__all__ = ["StochasticBayesianGPLVM", "SuffStats", "UncollapsedBound", "optimal_q", "uncollapsed_bound"]
+__all__ = ["StochasticBayesianGPLVM", "SuffStats", "UncollapsedBound", "WhitenedPosterior", "optimal_q", "uncollapsed_bound"]

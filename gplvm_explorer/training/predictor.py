@@ -14,17 +14,41 @@ The formulas are those of ``CollapsedModel.predict`` for point inputs
 
     mean = k*M alpha + Y_mean,
     var  = k** - |L^-1 kM*|^2 + |LW^-1 kM*|^2   (the same for every output of a group).
+
+The stochastic model's explicit q(u) = N(L m, L R R^T L^T) (whitened) fits the
+same mould with alpha = L^-T m and, in place of LW, the dense Rw = L^-T R:
+var = k** - |L^-1 kM*|^2 + |Rw^T kM*|^2 (``StochasticBayesianGPLVM.predict``).
 """
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CachedPredictor"]
+__all__ = ["CachedPredictor", "FactorGroup"]
+
+
+class FactorGroup(NamedTuple):
+    """The factors of one group of outputs (see the module docstring); exactly one of LW and Rw is set."""
+
+    cols: object  # slice or (D_g,) index array
+    L: np.ndarray  # (M, M) lower-triangular
+    LW: np.ndarray | None  # (M, M) lower-triangular
+    alpha: np.ndarray  # (M, D_g)
+    Rw: np.ndarray | None = None  # (M, M) dense
+
+
+def _frozen(a):
+    """A read-only float copy (None stays None)."""
+    if a is None:
+        return None
+    out = np.array(a, dtype=float)
+    out.setflags(write=False)
+    return out
 
 
 class CachedPredictor:
@@ -34,19 +58,22 @@ class CachedPredictor:
     ----------
     kernel : an engine kernel at the model's parameters (a copy; never changed here).
     Z : (M, Q) inducing inputs.
-    groups : [(cols, L, LW, alpha)] per column group: cols indexes the outputs
-        (a slice or an index array), L and LW are (M, M) lower-triangular, alpha is (M, D_g).
+    groups : [(cols, L, LW, alpha)] or [(cols, L, LW, alpha, Rw)] per column group: cols indexes
+        the outputs (a slice or an index array), L and LW are (M, M) lower-triangular, alpha is
+        (M, D_g); a group with a dense Rw (M, M) has LW None and its variance term is |Rw^T k|^2.
     Y_mean : (D,) the data mean the model subtracted.
     """
 
     def __init__(self, kernel, Z: np.ndarray, groups: list, Y_mean: np.ndarray):
         self.kernel = kernel
         self.Z = np.array(Z, dtype=float)
-        self.groups = [(cols, np.array(L, dtype=float), np.array(LW, dtype=float), np.array(alpha, dtype=float))
-                       for cols, L, LW, alpha in groups]
-        self.Y_mean = np.array(Y_mean, dtype=float)
-        for arr in (self.Z, self.Y_mean, *(a for g in self.groups for a in g[1:])):
-            arr.setflags(write=False)
+        self.groups = [FactorGroup(g[0], _frozen(g[1]), _frozen(g[2]), _frozen(g[3]),
+                                   _frozen(g[4]) if len(g) > 4 else None) for g in groups]
+        for g in self.groups:
+            if (g.LW is None) == (g.Rw is None):
+                raise ValueError("Expected each column group to have exactly one of LW and Rw.")
+        self.Y_mean = _frozen(Y_mean)
+        self.Z.setflags(write=False)
 
     @property
     def latent_dim(self) -> int:
@@ -58,12 +85,17 @@ class CachedPredictor:
 
     @classmethod
     def from_model(cls, model) -> "CachedPredictor | None":
-        """The factors of a collapsed sparse model at its current parameters; None for other models.
+        """The factors of a collapsed sparse model or the stochastic model at its current parameters;
+        None for other models.
 
         Costs one pass over the data (the posterior of q(u)), done once per frozen model.
         """
         from engine.models.collapsed import CollapsedModel
+        from engine.models.stochastic import StochasticBayesianGPLVM
 
+        if type(model).predict is StochasticBayesianGPLVM.predict:
+            post = model.posterior()  # the globals only: no pass over the rows, no copy of the N latents
+            return cls(post.kernel, post.Z, [(slice(None), post.L, None, post.Mw, post.Rw)], model.Y_mean)
         # a model with its own predict (e.g. a model with extra inputs) keeps it
         if not isinstance(model, CollapsedModel) or type(model).predict is not CollapsedModel.predict:
             return None
@@ -85,9 +117,9 @@ class CachedPredictor:
         n = Xnew.shape[0]
         mean = np.empty((n, self.output_dim))
         var = np.empty_like(mean)
-        for cols, L, LW, alpha in self.groups:
+        for cols, L, LW, alpha, Rw in self.groups:
             a = solve_triangular(L, Ks.T, lower=True, check_finite=False)
-            b = solve_triangular(LW, Ks.T, lower=True, check_finite=False)
+            b = Rw.T @ Ks.T if LW is None else solve_triangular(LW, Ks.T, lower=True, check_finite=False)
             v = Kdiag - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
             mean[:, cols] = Ks @ alpha
             var[:, cols] = np.maximum(v, 0.0)[:, None]

@@ -18,6 +18,9 @@ substitution on the Cholesky factors, never an inverse) and draws mean ± 2σ
 in the next frame.  The server answers the same click with the nearest
 training row, the markers and the text.
 
+The stochastic model's dense q(u) sends Rw = L^-T R (M x M) in place of LW;
+its variance term is |Rw^T kM*|^2.
+
 The page evaluates the kernels ``rbf``, ``matern32``, ``matern52``,
 ``linear``, ``mlp``, ``bias``, ``white`` and sums of them.  Results without
 cached factors (models that predict by themselves) or with another kernel get
@@ -65,7 +68,7 @@ def _packed_lower(L: np.ndarray) -> np.ndarray:
 def no_predictor() -> dict:
     """The predictor source's data when the page does not predict (the server draws the reconstruction)."""
     return {"kernel": [], "Z": [], "sizes": [], "group_cols": [], "group_sizes": [], "L": [], "LW": [],
-            "alpha": [], "offset": [], "scale": [], "image_shape": []}
+            "Rw": [], "alpha": [], "offset": [], "scale": [], "image_shape": []}
 
 
 def predictor_columns(predictor, dataset) -> dict | None:
@@ -79,8 +82,9 @@ def predictor_columns(predictor, dataset) -> dict | None:
     Columns (one entry each): ``kernel`` the kernel's spec as JSON; ``Z`` (M Q,)
     row-major; ``sizes`` [M, Q, D]; per column group g, concatenated over the
     groups: ``group_cols`` the output indices, ``group_sizes`` D_g, ``L`` and
-    ``LW`` packed lower triangles (M (M + 1) / 2 each), ``alpha`` (M D_g,)
-    row-major; ``offset`` (D,) = Y_mean * scale + mean and ``scale`` (D,), so
+    ``LW`` packed lower triangles (M (M + 1) / 2 each) -- or, for the
+    stochastic model's dense q(u), ``LW`` empty and ``Rw`` (M M,) row-major --
+    ``alpha`` (M D_g,) row-major; ``offset`` (D,) = Y_mean * scale + mean and ``scale`` (D,), so
     that a prediction in file units is ``m * scale + offset`` and its
     standard deviation ``sqrt(v) * scale``; ``image_shape`` [h, w] or [].
     """
@@ -93,14 +97,21 @@ def predictor_columns(predictor, dataset) -> dict | None:
     M, Q = predictor.Z.shape
     scale = np.ones(D) if dataset is None or dataset.scale is None else np.asarray(dataset.scale, dtype=float)
     shift = np.zeros(D) if dataset is None or dataset.mean is None else np.asarray(dataset.mean, dtype=float)
-    cols, sizes, Ls, LWs, alphas = [], [], [], [], []
-    for c, L, LW, alpha in predictor.groups:
+    cols, sizes, Ls, LWs, Rws, alphas = [], [], [], [], [], []
+    dense = predictor.groups[0].Rw is not None
+    for c, L, LW, alpha, Rw in predictor.groups:
+        if (Rw is not None) != dense:  # pragma: no cover - no model mixes the two
+            return None
         idx = np.arange(D)[c]
         cols.append(idx.astype(np.int32))
         sizes.append(idx.size)
         Ls.append(_packed_lower(L))
-        LWs.append(_packed_lower(LW))
+        if dense:
+            Rws.append(np.ascontiguousarray(Rw, dtype=np.float64).ravel())
+        else:
+            LWs.append(_packed_lower(LW))
         alphas.append(np.ascontiguousarray(alpha, dtype=np.float64).ravel())
+    empty = np.zeros(0)
     image = getattr(dataset, "image_shape", None)
     return {
         "kernel": [json.dumps(spec)],
@@ -109,7 +120,8 @@ def predictor_columns(predictor, dataset) -> dict | None:
         "group_cols": [np.concatenate(cols)],
         "group_sizes": [np.array(sizes, dtype=np.int32)],
         "L": [np.concatenate(Ls)],
-        "LW": [np.concatenate(LWs)],
+        "LW": [np.concatenate(LWs) if LWs else empty],
+        "Rw": [np.concatenate(Rws) if Rws else empty],
         "alpha": [np.concatenate(alphas)],
         "offset": [predictor.Y_mean * scale + shift],
         "scale": [scale],
@@ -140,13 +152,14 @@ function gxPredictor(d) {
   const shape = gxColumn(d, "image_shape");
   P.image = shape && shape.length === 2 ? [shape[0], shape[1]] : null;
   const cols = gxColumn(d, "group_cols"), gsizes = gxColumn(d, "group_sizes");
-  const L = gxColumn(d, "L"), LW = gxColumn(d, "LW"), alpha = gxColumn(d, "alpha");
-  const T = P.M * (P.M + 1) / 2;
+  const L = gxColumn(d, "L"), LW = gxColumn(d, "LW"), Rw = gxColumn(d, "Rw"), alpha = gxColumn(d, "alpha");
+  const T = P.M * (P.M + 1) / 2, MM = P.M * P.M, dense = Rw !== null && Rw.length > 0;
   let c0 = 0, a0 = 0;
   for (let g = 0; g < gsizes.length; g++) {
     const Dg = gsizes[g];
     P.groups.push({cols: cols.slice(c0, c0 + Dg), L: L.slice(g * T, (g + 1) * T),
-                   LW: LW.slice(g * T, (g + 1) * T), alpha: alpha.slice(a0, a0 + P.M * Dg), Dg});
+                   LW: dense ? null : LW.slice(g * T, (g + 1) * T), Rw: dense ? Rw.slice(g * MM, (g + 1) * MM) : null,
+                   alpha: alpha.slice(a0, a0 + P.M * Dg), Dg});
     c0 += Dg; a0 += P.M * Dg;
   }
   return P;
@@ -218,11 +231,23 @@ function gxSolvedNorm2(L, k, M) {
   return out;
 }
 
+// |Rw^T k|^2 for a dense (M, M) Rw, row-major
+function gxDenseNorm2(Rw, k, M) {
+  let out = 0;
+  for (let j = 0; j < M; j++) {
+    let s = 0;
+    for (let i = 0; i < M; i++) s += Rw[i * M + j] * k[i];
+    out += s * s;
+  }
+  return out;
+}
+
 function gxPredict(P, loc) {
   const [k, kxx] = gxKernel(P.kernel, loc, P.Z, P.M, P.Q);
   const mean = new Float64Array(P.D), std = new Float64Array(P.D);
   for (const g of P.groups) {
-    const v = Math.max(kxx - gxSolvedNorm2(g.L, k, P.M) + gxSolvedNorm2(g.LW, k, P.M), 0);
+    const q = g.Rw !== null ? gxDenseNorm2(g.Rw, k, P.M) : gxSolvedNorm2(g.LW, k, P.M);
+    const v = Math.max(kxx - gxSolvedNorm2(g.L, k, P.M) + q, 0);
     for (let d = 0; d < g.Dg; d++) {
       let s = 0;
       for (let m = 0; m < P.M; m++) s += k[m] * g.alpha[m * g.Dg + d];

@@ -300,3 +300,21 @@ def test_a_page_drawn_source_gets_every_assignment_even_an_equal_one():
     source.data = {"x": [1.0, 2.0]}
     source.data = {"x": [1.0, 2.0]}
     assert [type(e) for e in sent] == [ColumnDataChangedEvent] * 2 and all(e.model is source for e in sent)
+
+
+def test_the_page_predicts_clicks_of_the_stochastic_model_too(pump):
+    from bokeh.events import Tap
+
+    ex = Explorer(limiter=Limiter(1), publish_interval=0.0)
+    ex.data.sample = "three-phase-flow"
+    ex.settings.model = "svi"
+    ex.settings.latent_dim, ex.settings.num_inducing, ex.settings.max_iters = 3, 8, 20
+    recon = ReconstructionView(explorer=ex)
+    latent = LatentMap(explorer=ex, reconstruction=recon)
+    finish(ex, pump)
+    assert latent.page_predicts
+    cols = latent.predictor_source.data
+    assert cols["Rw"][0].size == 8 * 8 and cols["LW"][0].size == 0  # q(u)'s dense covariance factor
+    x0, y0, x1, y1 = ex.latent.view.extent
+    latent._on_tap(Tap(latent.figure, x=(x0 + x1) / 2, y=(y0 + y1) / 2))
+    assert ex.latent.reconstruction.drawn_in_page and len(recon.profile_source.data["mean"]) == 0

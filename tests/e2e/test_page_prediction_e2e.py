@@ -107,6 +107,20 @@ def test_page_prediction_per_column_group_with_missing_outputs(script_page):
     assert np.ptp(want_std[0]) > 1e-6  # the groups' variances differ: a mixed-up group would show
 
 
+def test_page_prediction_of_the_stochastic_models_dense_q_u(script_page):
+    model = engine.StochasticBayesianGPLVM(data(n=150), latent_dim=Q, num_inducing=8, batch_size=40)
+    engine.fit(model, optimizer="svi", max_iters=40)
+    predictor = CachedPredictor.from_model(model)
+    assert predictor.groups[0].Rw is not None  # q(u)'s covariance is dense: |Rw^T k|^2, no triangular solve
+    units = file_units(predictor.output_dim)
+    locs = np.random.default_rng(5).standard_normal((5, Q)) * 1.5
+    mean, std = page_predict(script_page, predictor_columns(predictor, units), locs)
+    want_mean, want_std = server_predict(predictor, units, locs)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-7)
+    assert np.ptp(want_std[:, 0]) > 1e-3
+
+
 def test_no_factors_for_the_page_when_it_cannot_predict():
     assert predictor_columns(None, None) is None  # a model that predicts by itself: the server draws
     assert not kernel_in_page({"type": "periodic", "params": {}})
