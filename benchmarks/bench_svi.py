@@ -59,7 +59,7 @@ Oil flow: what was tried (seed 0 unless said; full bound in nats, errors)
 * Adam in log coordinates for the positive globals, the earlier settings
   otherwise (3000 iterations, one local step): 6870 against 6106 in softplus
   coordinates (a softplus lengthscale of 100 moves like one of 1).
-* Not kept: per-row Adam for q(x_n) (294-309 errors); holding q(u) rather
+* Not kept: holding q(u) rather
   than the whitened q(v) while the kernel and Z step (diverged: the Adam
   step was taken for fixed q(v)); noise held for 0 / 200 / 500 iterations
   (7060 / 7204 / 7218, errors 10 / 9 / 8); batch 512, 2500 iterations (seeds
@@ -68,6 +68,36 @@ Oil flow: what was tried (seed 0 unless said; full bound in nats, errors)
   iterations (seeds 1, 2: 7310, 7403; 14, 11); full batch (B = N, q(u) at its
   optimum every step) with full local steps: -8459 after 400 iterations,
   with half steps and a constant rate 0.02: 7424 after 1000.
+* Not kept: per-row Adam for q(x_n) (``local_optimizer="adam"``; earlier
+  294-309 errors).  Its updates are right (moments and bias correction per
+  row and visit, the prior's -mu and -(1 - 1/S)/2 in each row's gradient);
+  its step is too small: at ``local_learning_rate`` = ``learning_rate``
+  (0.02 -> 0.005 per visit, a row seen every N/B ~ 4 iterations) the rows stay
+  near the PCA start, the relevant dimensions' variances stay large and the
+  relevance spreads over four or more dimensions.  Seed 0, 2000 iterations
+  (errors / full bound): local rate 0.02: 329 / 3848; 0.05: 253 / 5343;
+  0.2: 8 / 6057; 0.5: 19 / 7007 (natgrad, the defaults: 13 / 7079).  Larger
+  local steps raise the bound and switch all but three dimensions off, as the
+  natural-gradient steps do, and the top two then lack the third's class
+  information (top-three errors 1).  4000 iterations, seeds 0, 1, 2 (mostly
+  run side by side, CPU 28-36 s each): rate 0.2 in softplus coordinates 8,
+  175, 18 / 6462, 6341, 6573; 0.2 in log-variance coordinates 17, 131, 14 /
+  6427, 6393, 6556; 0.5 in log-variance coordinates
+  21, 8, 11 / 7211, 7125, 7193 (top three: 1, 1, 0), against the defaults'
+  15, 10, 11 / 7261, 7326, 7420.  A shorter second-moment memory (beta2 0.99)
+  changed little (rate 0.05, 2500 iterations: 215 / 5612 against 243 / 5505).
+* Not kept: the GPyTorch recipe: Adam at a constant 0.01 on everything
+  (kernel, Z, noise, q(u) in its Cholesky parametrisation, and q(X) as one
+  (N, 2Q) matrix with one Adam state: every row gets its KL gradient every
+  iteration, the minibatch rows their likelihood gradient scaled by N/B),
+  batch 100, 10000 iterations, noise held for 200.  Seeds 0, 1, 2: 156, 163,
+  208 errors, bound 5861, 5815, 5969; wall 58 s (seed 0 alone, load 2.4),
+  109-110 s (seeds 1 and 2 side by side, CPU 60 s); the bound still rising
+  at the end (seed 0, minibatch estimates: 5232 at 4000 iterations, 6136 at
+  10000).  A row's likelihood gradient arrives once in N/B iterations, N/B
+  times larger, so Adam's second moment holds it and the row moves about
+  lr / sqrt(N/B) per iteration: too slow for this budget.  With q(u) by the
+  natural-gradient step (rho 0.3) instead, 5000 iterations: 305 / 5038.
 * Not kept: a warm start from a collapsed BayesianGPLVM fit on a fixed
   random subset of rows (its kernel, Z and noise; its rows' q(x_n); every
   other row's q(x_n) copied from its nearest subset row in data space; then
