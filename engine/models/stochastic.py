@@ -712,7 +712,9 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         local_optimizer : "natgrad" (default, no per-row state) or "adam" (per-row
             moments for this fit: twice the memory of the local parameters; on
             oil flow a worse optimum), at ``local_learning_rate`` (default
-            ``learning_rate``).
+            ``learning_rate``; a row steps once per N / B iterations: on
+            oil flow, 2000 iterations, 0.02 leaves the rows near their start
+            (bound 3848 nats against natgrad's 7079), 0.5 reaches 7007).
         warm_up_iters, warm_up_fixed : ``warm_up_fixed`` are held for the first
             ``warm_up_iters`` iterations (default ``m.warm_up_iters``, at most
             half of ``max_iters``).
