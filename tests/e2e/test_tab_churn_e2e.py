@@ -25,7 +25,7 @@ def test_thirty_tabs_opened_and_closed_leave_the_server_idle(browser, panel_serv
     context = browser.new_context(viewport={"width": 1000, "height": 800})
     pages = [context.new_page() for _ in range(TABS)]
     for page in pages:  # all at once, as a room full of students does
-        page.goto(url, wait_until="commit")
+        page.goto(url, wait_until="commit", timeout=120_000)  # the server builds the pages one by one
     for page in pages:
         page.wait_for_function(READY, timeout=240_000)  # every session really started
     for page in pages:
