@@ -66,14 +66,13 @@ class CachedPredictor:
 
     def __init__(self, kernel, Z: np.ndarray, groups: list, Y_mean: np.ndarray):
         self.kernel = kernel
-        self.Z = np.array(Z, dtype=float)
+        self.Z = _frozen(Z)
         self.groups = [FactorGroup(g[0], _frozen(g[1]), _frozen(g[2]), _frozen(g[3]),
                                    _frozen(g[4]) if len(g) > 4 else None) for g in groups]
         for g in self.groups:
             if (g.LW is None) == (g.Rw is None):
                 raise ValueError("Expected each column group to have exactly one of LW and Rw.")
         self.Y_mean = _frozen(Y_mean)
-        self.Z.setflags(write=False)
 
     @property
     def latent_dim(self) -> int:
@@ -88,7 +87,9 @@ class CachedPredictor:
         """The factors of a collapsed sparse model or the stochastic model at its current parameters;
         None for other models.
 
-        Costs one pass over the data (the posterior of q(u)), done once per frozen model.
+        A collapsed model last evaluated at its current parameters (a fit's snapshot) hands over
+        the factors of that evaluation; otherwise this costs one pass over the data.  The
+        stochastic model's factors come from its global parameters alone.
         """
         from engine.models.collapsed import CollapsedModel
         from engine.models.stochastic import StochasticBayesianGPLVM

@@ -113,7 +113,7 @@ class TrainedResult:
     def predictor(self) -> CachedPredictor | None:
         """The model's prediction factors, taken once (thread-safe); None where the model predicts itself.
 
-        The first call costs a pass over the data (the latent map's thread makes it);
+        The first call may cost a pass over the data (the latent map's thread makes it);
         afterwards a prediction at n points is O(n M^2 D), independent of N.
         """
         cache = self.__dict__.get("_predictor")

@@ -98,15 +98,12 @@ def predictor_columns(predictor, dataset) -> dict | None:
     scale = np.ones(D) if dataset is None or dataset.scale is None else np.asarray(dataset.scale, dtype=float)
     shift = np.zeros(D) if dataset is None or dataset.mean is None else np.asarray(dataset.mean, dtype=float)
     cols, sizes, Ls, LWs, Rws, alphas = [], [], [], [], [], []
-    dense = predictor.groups[0].Rw is not None
     for c, L, LW, alpha, Rw in predictor.groups:
-        if (Rw is not None) != dense:  # pragma: no cover - no model mixes the two
-            return None
         idx = np.arange(D)[c]
         cols.append(idx.astype(np.int32))
         sizes.append(idx.size)
         Ls.append(_packed_lower(L))
-        if dense:
+        if Rw is not None:  # the stochastic model's one group
             Rws.append(np.ascontiguousarray(Rw, dtype=np.float64).ravel())
         else:
             LWs.append(_packed_lower(LW))

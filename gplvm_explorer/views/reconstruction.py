@@ -102,7 +102,7 @@ class ReconstructionView(pn.viewable.Viewer):
         self.profile.visible = ds is not None and not is_image
         if ds is not None and not is_image:
             label_feature_axis(self.profile_fig.xaxis[0], ds.feature_names, ds.d)
-        if is_image:  # set here too: the page may draw a prediction before the server's first answer
+        if is_image:  # per data set, before any click: the page may draw a prediction before the server answers
             h, w = ds.image_shape
             for fig in (self.pred_fig, self.near_fig):
                 fig.x_range.update(start=0, end=w)
@@ -128,9 +128,6 @@ class ReconstructionView(pn.viewable.Viewer):
             lo = float(min(np.nanmin(rec.mean), np.nanmin(rec.nearest_values, initial=np.inf)))
             hi = float(max(np.nanmax(rec.mean), np.nanmax(rec.nearest_values, initial=-np.inf)))
             self.mapper.update(low=lo, high=hi if hi > lo else lo + 1.0)
-            for fig in (self.pred_fig, self.near_fig):
-                fig.x_range.update(start=0, end=w)
-                fig.y_range.update(start=0, end=h)
             # row 0 of an image is its top row; Bokeh draws row 0 at the bottom
             if not rec.drawn_in_page:
                 self.pred_source.data = {"image": [rec.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
