@@ -10,7 +10,8 @@ at :meth:`DaskBackend.setup`), and per evaluation
   worker holding the chunk's Y, which returns (psi0, P, Psi2) of its rows;
 * backward: ships the cotangents (dF/dpsi0, dF/dP (M, D), dF/dPsi2 (M, M))
   too; the worker returns its rows' gradients w.r.t. mu and S and its sums
-  of the kernel-parameter and Z gradients.
+  of the kernel-parameter and Z gradients, reusing what the chunk's forward
+  pass kept (as the local backend does) when the arguments are the same.
 
 The same for the sparse GP-LVM's point latents (S None: tr Knn, Knm^T Y,
 Knm^T Knm) and, with missing outputs, per column group: the groups' row
@@ -53,27 +54,47 @@ class DaskBackendError(EngineError, RuntimeError):
 
 
 class _Block:
-    """One chunk of rows as it lives on a worker: centred Y (n, D) and the group weights (n, G) or None."""
+    """One chunk of rows as it lives on a worker: centred Y (n, D), the group weights (n, G) or None,
+    and what its last forward pass kept for the backward pass (worker memory only, never pickled)."""
 
-    __slots__ = ("Y", "W")
+    __slots__ = ("Y", "W", "kept")
 
     def __init__(self, Y, W):
         self.Y = Y
         self.W = W
+        self.kept = None
+
+    def __reduce__(self):
+        return _Block, (self.Y, self.W)
 
 
 def _chunk_forward(block, kernel, Z, mu, S):
-    """(psi0, P (M, D), Psi2) of one chunk of rows (:func:`engine.backends._rows.forward`)."""
+    """(psi0, P (M, D), Psi2) of one chunk of rows (:func:`engine.backends._rows.forward`).
+
+    The psi module keeps one forward pass per thread for the backward pass; a worker
+    runs all its chunks' forward passes before their backward passes, so the chunk
+    holds its own (the backward pass at other arguments recomputes it).
+    """
+    from .. import psi
     from . import _rows
 
-    return _rows.forward(block.Y, block.W, kernel, Z, mu, S)
+    psi.restore_forward(None)
+    stats = _rows.forward(block.Y, block.W, kernel, Z, mu, S)
+    block.kept = psi.take_forward()
+    return stats
 
 
 def _chunk_backward(block, kernel, Z, mu, S, dpsi0, dP, dPsi2):
     """engine.psi.PsiGradients of one chunk: per-row mu (and S) gradients, parameter and Z sums."""
+    from .. import psi
     from . import _rows
 
-    return _rows.backward(block.Y, block.W, kernel, Z, mu, S, dpsi0, dP, dPsi2)
+    kept, block.kept = block.kept, None
+    psi.restore_forward(kept)
+    try:
+        return _rows.backward(block.Y, block.W, kernel, Z, mu, S, dpsi0, dP, dPsi2)
+    finally:
+        psi.restore_forward(None)
 
 
 def _worker_pid():

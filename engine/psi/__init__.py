@@ -53,6 +53,8 @@ __all__ = [
     "gradients",
     "compute_grouped",
     "gradients_grouped",
+    "take_forward",
+    "restore_forward",
     "supports",
     "supports_grouped",
     "check_supported",
@@ -221,6 +223,24 @@ def compute(kernel, Z, mu, S) -> PsiStats:
     else:
         psi0, Psi1, Psi2 = _sum.psi_stats([(f, p) for _, f, p in parts], Z, mu, S)
     return PsiStats(float(psi0), Psi1, Psi2)
+
+
+def take_forward():
+    """What :func:`compute` (or :func:`compute_grouped`) last kept on this thread for the backward
+    pass at the same arguments (an opaque object, or None), removed from the thread.
+
+    The thread keeps one forward pass; a caller that runs several blocks' forward
+    passes before their backward passes (a dask worker holding two chunks) takes
+    each block's after its forward and gives it back with :func:`restore_forward`
+    before that block's backward, which then skips recomputing it.
+    """
+    return rbf.take_kept()
+
+
+def restore_forward(kept) -> None:
+    """Give this thread back a forward pass from :func:`take_forward` (None: keep nothing).  The backward
+    pass uses it only at exactly the arguments it was computed for."""
+    rbf.put_kept(kept)
 
 
 @blas_pinned

@@ -696,11 +696,22 @@ class _Forward:
 
 def _take_forward(args):
     """The cached forward pass at exactly these arguments (and drop the cache), else None."""
-    fw = getattr(_LAST, "forward", None)
-    _LAST.forward = None
+    fw = take_kept()
     if fw is not None and fw.matches(args):
         return fw
     return None
+
+
+def take_kept():
+    """This thread's kept forward pass (or None), removed from the thread."""
+    fw = getattr(_LAST, "forward", None)
+    _LAST.forward = None
+    return fw
+
+
+def put_kept(fw) -> None:
+    """Make ``fw`` (from :func:`take_kept`, or None) this thread's kept forward pass."""
+    _LAST.forward = fw
 
 
 # ----------------------------------------------------------------- helpers

@@ -167,6 +167,120 @@ def test_data_are_scattered_once_and_stay_on_the_workers(cluster):
     assert client.who_has(remote.backend._futures) == before
 
 
+def _count_psi2_terms(monkeypatch):
+    """Count the RBF psi statistics' exponent preparations (one per forward pass, one more per
+    backward pass that cannot reuse its forward pass)."""
+    from engine.psi import rbf
+
+    calls = []
+    real = rbf._psi2_terms
+
+    def counting(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(rbf, "_psi2_terms", counting)
+    return calls
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_each_chunk_reuses_its_own_forward_pass_in_the_backward(monkeypatch, grouped):
+    """A worker runs its chunks' forward passes before their backward passes; each chunk's backward
+    must reuse that chunk's forward (the psi module keeps only one per thread) and give the same
+    gradients as a fresh computation."""
+    from engine import psi
+    from engine.backends import _rows
+    from engine.backends.dask import _Block, _chunk_backward, _chunk_forward
+
+    rng = np.random.default_rng(3)
+    Y = _data()
+    W = (rng.random((N, 2)) < 0.7).astype(float) if grouped else None
+    kernel = engine.kernels.RBF(Q, ard=True, lengthscales=[0.8, 1.3])
+    Z = rng.standard_normal((M, Q))
+    mu, S = rng.standard_normal((N, Q)), rng.uniform(0.05, 0.5, size=(N, Q))
+    halves = [slice(0, 40), slice(40, N)]
+    blocks = [_Block(Y[h], None if W is None else W[h]) for h in halves]
+    shape0 = () if W is None else (2,)
+    cotangents = [(rng.standard_normal(shape0), rng.standard_normal((M, D)), rng.standard_normal((*shape0, M, M)))
+                  for _ in halves]
+    fresh = []
+    for h, block, ct in zip(halves, blocks, cotangents):
+        psi.restore_forward(None)
+        fresh.append(_rows.backward(block.Y, block.W, kernel, Z, mu[h], S[h], *ct))
+    calls = _count_psi2_terms(monkeypatch)
+    for h, block in zip(halves, blocks):
+        _chunk_forward(block, kernel, Z, mu[h], S[h])
+    assert len(calls) == 2
+    got = [_chunk_backward(block, kernel, Z, mu[h], S[h], *ct) for h, block, ct in zip(halves, blocks, cotangents)]
+    assert len(calls) == 2  # neither backward pass recomputed its forward pass
+    assert all(block.kept is None for block in blocks)
+    for g, f in zip(got, fresh):
+        _assert_close(g.mu, f.mu, rtol=1e-12)
+        _assert_close(g.S, f.S, rtol=1e-12)
+        _assert_close(g.Z, f.Z, rtol=1e-12)
+        for name in f.params:
+            _assert_close(g.params[name], f.params[name], rtol=1e-12)
+    # a backward pass at other arguments recomputes (the kept pass is used only where it is exact)
+    _chunk_forward(blocks[0], kernel, Z, mu[halves[0]], S[halves[0]])
+    other = _chunk_backward(blocks[0], kernel, Z, mu[halves[0]] + 0.1, S[halves[0]], *cotangents[0])
+    assert len(calls) == 4
+    psi.restore_forward(None)
+    expected = _rows.backward(blocks[0].Y, blocks[0].W, kernel, Z, mu[halves[0]] + 0.1, S[halves[0]], *cotangents[0])
+    _assert_close(other.mu, expected.mu, rtol=1e-12)
+
+
+def test_a_chunk_travels_without_what_its_forward_pass_kept():
+    import pickle
+
+    from engine.backends.dask import _Block, _chunk_forward
+
+    rng = np.random.default_rng(4)
+    block = _Block(_data()[:20], None)
+    _chunk_forward(block, engine.kernels.RBF(Q, ard=True), rng.standard_normal((M, Q)),
+                   rng.standard_normal((20, Q)), np.full((20, Q), 0.3))
+    assert block.kept is not None
+    copy = pickle.loads(pickle.dumps(block))
+    assert copy.kept is None and np.array_equal(copy.Y, block.Y) and copy.W is None
+
+
+def test_workers_compute_each_chunks_forward_pass_once_per_evaluation(cluster):
+    _, client = cluster
+    local, remote = _pair(client, chunks=10)
+    remote.objective_gradients()  # warm-up: compilation and the first transfer
+
+    def install():
+        from engine.psi import rbf
+
+        if not hasattr(rbf, "_real_psi2_terms"):
+            rbf._real_psi2_terms = rbf._psi2_terms
+        rbf._terms_calls = 0
+
+        def counting(*args):
+            rbf._terms_calls += 1
+            return rbf._real_psi2_terms(*args)
+
+        rbf._psi2_terms = counting
+
+    def collect():
+        from engine.psi import rbf
+
+        calls = rbf._terms_calls
+        rbf._psi2_terms = rbf._real_psi2_terms
+        return calls
+
+    client.run(install)
+    try:
+        remote.set_parameters(Z=remote.Z + 0.01)  # new arguments: nothing from the warm-up can be reused
+        gradients = remote.objective_gradients()
+    finally:
+        calls = client.run(collect)
+    assert sum(calls.values()) == remote.backend.num_chunks  # one per chunk: the backward passes reused them
+    local.set_parameters(Z=local.Z + 0.01)
+    expected = local.objective_gradients()
+    for name in expected:
+        _assert_close(gradients[name], expected[name])
+
+
 def _kill_one_worker(backend):
     pids = backend.worker_pids()
     victim = sorted(pids)[0]
