@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FactorRange, FixedTicker, LinearColorMapper, Range1d
+from bokeh.models import (CategoricalColorMapper, ColumnDataSource, FactorRange, FixedTicker, LinearColorMapper,
+                          Range1d)
 from bokeh.plotting import figure
-from bokeh.transform import factor_cmap
 
 from ..explorer import Explorer
 from ..state.labels import PALETTE
@@ -102,6 +102,14 @@ class MultiViewView(pn.viewable.Viewer):
                               y_range=Range1d(0, 1.15))
         self.ard_fig.xgrid.grid_line_color = None
         self.ard_fig.xaxis.major_label_orientation = 0.0
+        # the bars exist from the start (a figure without renderers is a Bokeh warning at every page
+        # build); the views' names, hence the colours' factors, come with the first result
+        self.ard_colours = CategoricalColorMapper(palette=PALETTE[:3], factors=[])
+        self.ard_fig.vbar(x="ard_x", top="ard_value", width=0.85, source=self.ard_src, line_color=None,
+                          fill_color={"field": "ard_view", "transform": self.ard_colours}, legend_field="ard_view")
+        self.ard_fig.legend.location = "top_right"
+        self.ard_fig.legend.orientation = "horizontal"
+        self.ard_fig.legend.label_text_font_size = "8pt"
         self.ard_note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                      css_classes=["gx-ard-note"])
         self.click_text = pn.pane.HTML(escape("Click the latent map to reconstruct that point in every view."),
@@ -162,16 +170,9 @@ class MultiViewView(pn.viewable.Viewer):
         dims = [f"x{q + 1}" for q in range(Q)]
         factors = [(d, n) for d in dims for n in names]
         self.ard_fig.x_range.factors = factors
+        self.ard_colours.update(palette=PALETTE[:max(V, 3)], factors=names)
         self.ard_src.data = {"ard_x": factors, "ard_value": [float(R[v, q]) for q in range(Q) for v in range(V)],
                              "ard_view": [n for _ in dims for n in names]}
-        if not self.ard_fig.renderers:
-            self.ard_fig.vbar(x="ard_x", top="ard_value", width=0.85, source=self.ard_src, line_color=None,
-                              fill_color=factor_cmap("ard_view", palette=PALETTE[:max(V, 3)], factors=names,
-                                                     ),
-                              legend_field="ard_view")
-            self.ard_fig.legend.location = "top_right"
-            self.ard_fig.legend.orientation = "horizontal"
-            self.ard_fig.legend.label_text_font_size = "8pt"
         used = R > SHARED
         parts = []
         for q in range(Q):

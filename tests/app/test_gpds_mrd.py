@@ -231,3 +231,22 @@ def test_explorer_trains_gpds_with_the_chosen_time_and_refuses_bad_inputs():
         assert "at least one column" in ex.training.message
     finally:
         ex.close()
+
+
+def test_views_panel_draws_a_bar_per_view_and_dimension_coloured_by_view(mrd_result):
+    from gplvm_explorer.training import Limiter as _Limiter
+    from gplvm_explorer.views.views_mrd import MultiViewView
+
+    ex = Explorer(limiter=_Limiter(1))
+    view = MultiViewView(explorer=ex)
+    assert view.ard_fig.renderers and not view.layout.visible  # the bars exist before any result
+    ex.multiview.offer(mrd_result)
+    assert ex.multiview.wait(60)
+    assert view.layout.visible
+    names = [v.name for v in view_layout(mrd_result)]
+    assert list(view.ard_colours.factors) == names
+    data = view.ard_src.data
+    assert list(data["ard_x"]) == [(f"x{q + 1}", n) for q in range(3) for n in names]
+    assert list(data["ard_view"]) == [n for _ in range(3) for n in names]
+    R = mrd_result.view_relevance / mrd_result.view_relevance.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(data["ard_value"], [R[v, q] for q in range(3) for v in range(2)])

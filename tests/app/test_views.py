@@ -55,6 +55,18 @@ def test_create_app_builds_a_page_per_call():
     assert a.explorer.data.dataset is not None
 
 
+def test_a_new_page_has_no_figure_without_renderers():
+    """Bokeh warns (W-1000 MISSING_RENDERERS) at every page build for a figure with nothing to draw."""
+    from bokeh.core.validation import check_integrity
+
+    doc = Document()
+    create_app().server_doc(doc)
+    models = set()
+    for root in doc.roots:
+        models |= root.references()
+    assert [w.text for w in check_integrity(models).warning if w.code == 1000] == []
+
+
 def test_training_views_follow_state(fake_build, pump):
     ex = Explorer(limiter=Limiter(1), build=fake_build(delay=0.002))
     tp, sb = TrainingPanel(explorer=ex), StatusBar(explorer=ex)
