@@ -23,6 +23,15 @@ GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(in
 HINT = "Click the latent map to see the model's output there."
 
 
+
+def nearest_title(index: int, label, width: int = 40) -> str:
+    """The nearest image's title, "Nearest: #index (label ...)", at most ``width`` characters: a long
+    label is cut (ending in an ellipsis); the index and the closing parenthesis always show."""
+    head = f"Nearest: #{index}"
+    if not label:
+        return head
+    return f"{head} (label {plain(label, max(width - len(head) - 9, 1))})"
+
 class ReconstructionView(pn.viewable.Viewer):
     """An image pair for image data; otherwise a feature profile with a ±2σ band."""
 
@@ -118,7 +127,6 @@ class ReconstructionView(pn.viewable.Viewer):
             self.nearest_source.data = self._no_nearest()
             return
         xd, yd = self.explorer.latent.shown_dims
-        label = f" (label {rec.nearest_label})" if rec.nearest_label else ""
         shown = f" (label {escape(rec.nearest_label, 60)})" if rec.nearest_label else ""
         self.text.object = (f"At x{xd + 1} = {rec.click[0]:.3g}, x{yd + 1} = {rec.click[1]:.3g}: predictive variance "
                             f"{rec.variance:.3g}. Nearest training point #{rec.nearest_index}{shown}.")
@@ -133,7 +141,7 @@ class ReconstructionView(pn.viewable.Viewer):
                 self.pred_source.data = {"image": [rec.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.near_source.data = {"image": [rec.nearest_values.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.pred_fig.title.text = "Predicted at click"
-            self.near_fig.title.text = plain(f"Nearest: #{rec.nearest_index}{label}", 40)
+            self.near_fig.title.text = nearest_title(rec.nearest_index, rec.nearest_label)
         else:
             x = np.arange(rec.mean.size)
             if not rec.drawn_in_page:

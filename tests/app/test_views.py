@@ -13,6 +13,7 @@ from gplvm_explorer.raster import rasterise_points, unpack_rgba
 from gplvm_explorer.training import Limiter
 from gplvm_explorer.views import (ARDPlot, DataPanel, ExportPanel, LatentMap, ModelPanel, ObjectivePlot,
                                   ReconstructionView, StatusBar, TrainingPanel)
+from gplvm_explorer.views.reconstruction import nearest_title
 from gplvm_explorer.views.training_plots import zoom_range
 
 pytestmark = pytest.mark.timeout(120)
@@ -65,6 +66,14 @@ def test_a_new_page_has_no_figure_without_renderers():
     for root in doc.roots:
         models |= root.references()
     assert [w.text for w in check_integrity(models).warning if w.code == 1000] == []
+
+
+def test_the_nearest_images_title_cuts_a_long_label_not_the_index():
+    assert nearest_title(60, None) == nearest_title(60, "") == "Nearest: #60"
+    assert nearest_title(60, "3") == "Nearest: #60 (label 3)"
+    long = nearest_title(12345, "sevens rotated by forty-five degrees, then scaled")
+    assert len(long) <= 40 and long.startswith("Nearest: #12345 (label sevens") and long.endswith("…)")
+    assert nearest_title(7, "<b>x</b>\u202e") == "Nearest: #7 (label <b>x</b>)"  # plain text; Bokeh shows it as text
 
 
 def test_training_views_follow_state(fake_build, pump):
@@ -123,6 +132,8 @@ def test_plots_render_after_training_and_reconstruction(fake_build, pump):
     assert ex.latent.reconstruction is not None and recon.images.visible
     assert recon.pred_source.data["image"][0].shape == (16, 16)
     assert "Nearest training point #" in recon.text.object
+    rec = ex.latent.reconstruction
+    assert recon.near_fig.title.text == nearest_title(rec.nearest_index, rec.nearest_label)
     assert len(latent.marker_source.data["x"]) == 2  # the click and its nearest point
     assert not exp.csv.disabled and not exp.png.disabled and "model summary" in exp.summary.value
     assert exp._html().getvalue().lower().find(b"<html") >= 0
