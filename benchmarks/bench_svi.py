@@ -49,7 +49,9 @@ torch 2.13 CPU, one torch thread, load average 0.9-1.7): top-two 1-NN errors
   collapsed model 5, 10, 12), the kernel, Z and noise first with q(X) held
   at PCA for 200 iterations (9, 19, 10), no noise warm-up (10, 11, 10),
   averaging the globals over the last 2000 iterations (14, 11, 10 after
-  refine(), bounds 60-110 nats below the last iterate's).
+  refine(), bounds 60-110 nats below the last iterate's), Adam at 0.05 or
+  0.1 decaying to a quarter (9, 15, 13 / 7248-7385 nats; 14, 4, 13 /
+  7195-7346).
 
 Measured earlier (2 cores shared with other jobs, load average 3-6; one run each):
 
