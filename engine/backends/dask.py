@@ -73,7 +73,8 @@ def _chunk_forward(block, kernel, Z, mu, S):
 
     The psi module keeps one forward pass per thread for the backward pass; a worker
     runs all its chunks' forward passes before their backward passes, so the chunk
-    holds its own (the backward pass at other arguments recomputes it).
+    holds its own until its backward pass (O(n M) floats for its n rows, as the local
+    backend holds for all N; a backward pass at other arguments recomputes it).
     """
     from .. import psi
     from . import _rows
