@@ -250,8 +250,7 @@ def bench_oil(args, tmp):
             rel = m.relevance / m.relevance.max()
             # after the fit: q(u) at its optimum over all rows and one pass of local steps (three passes over Y)
             refined = m.refine()
-            dims_r = most_relevant_dims(m.relevance, 2)
-            errors_r = one_nn_errors(m.X_mean[:, dims_r], labels)
+            errors_r = oil_errors(m.X_mean, m.relevance, labels)[0]
             rows.append((tag, seed, errors, wall, cpu, result.objective))
             print(f"  seed {seed}: 1-NN errors in dims {dims.tolist()}: {errors:3d} (target <= 5; three dims: {errors3}); "
                   f"wall {wall:.1f} s (target <= 120 s), CPU {cpu:.1f} s; bound {result.objective:.1f} nats; "

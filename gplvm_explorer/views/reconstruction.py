@@ -23,14 +23,15 @@ GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(in
 HINT = "Click the latent map to see the model's output there."
 
 
-
 def nearest_title(index: int, label, width: int = 40) -> str:
     """The nearest image's title, "Nearest: #index (label ...)", at most ``width`` characters: a long
     label is cut (ending in an ellipsis); the index and the closing parenthesis always show."""
     head = f"Nearest: #{index}"
     if not label:
         return head
-    return f"{head} (label {plain(label, max(width - len(head) - 9, 1))})"
+    opening = f"{head} (label "
+    return f"{opening}{plain(label, max(width - len(opening) - 1, 1))})"
+
 
 class ReconstructionView(pn.viewable.Viewer):
     """An image pair for image data; otherwise a feature profile with a ±2σ band."""

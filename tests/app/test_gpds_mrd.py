@@ -234,10 +234,9 @@ def test_explorer_trains_gpds_with_the_chosen_time_and_refuses_bad_inputs():
 
 
 def test_views_panel_draws_a_bar_per_view_and_dimension_coloured_by_view(mrd_result):
-    from gplvm_explorer.training import Limiter as _Limiter
     from gplvm_explorer.views.views_mrd import MultiViewView
 
-    ex = Explorer(limiter=_Limiter(1))
+    ex = Explorer(limiter=Limiter(1))
     view = MultiViewView(explorer=ex)
     assert view.ard_fig.renderers and not view.layout.visible  # the bars exist before any result
     ex.multiview.offer(mrd_result)
