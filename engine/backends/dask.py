@@ -159,7 +159,9 @@ class DaskBackend:
 
     def _workers(self) -> list:
         try:
-            workers = sorted(self.client.scheduler_info()["workers"])
+            # asked of the scheduler each time: Client.scheduler_info() returns a cache that the client's
+            # own periodic refresh may have just replaced by one without per-worker entries
+            workers = sorted(self.client.nthreads())
         except Exception as exc:  # noqa: BLE001 - any failure to reach the scheduler
             raise DaskBackendError(f"Could not reach the dask scheduler: {exc}") from exc
         if not workers:
