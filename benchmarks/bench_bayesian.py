@@ -117,7 +117,7 @@ def compare_at(GPy, model, repeats, label):
     else:
         print(f"{label}: bound ours {ours_value:.4f}, GPy {gpy_value:.4f} "
               f"(difference {ours_value - gpy_value:.2e})")
-    from engine._threads import single_blas_thread
+    from engine import single_blas_thread
 
     ours_args = C.perturbed(model.get_free(), count=repeats + 1)
     gpy_args = C.perturbed(m.optimizer_array.copy(), count=repeats + 1)

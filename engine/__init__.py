@@ -5,6 +5,9 @@ Pure numpy / scipy / numba; never imports a UI library.
 >>> import engine
 >>> model = engine.BayesianGPLVM(Y, latent_dim=10, num_inducing=50)   # doctest: +SKIP
 >>> engine.fit(model, optimizer="lbfgs", max_iters=500)               # doctest: +SKIP
+
+``engine.single_blas_thread()`` holds BLAS to one thread for a block of code of one's own
+(the engine's entry points already do so while its numba threads work).
 """
 from . import kernels
 from .errors import (ConfigurationError, EngineError, NumericalError, OptimizationError, ParameterError, ShapeError,
@@ -19,10 +22,11 @@ from .models.sparse import SparseGPLVM
 from .models.stochastic import StochasticBayesianGPLVM
 from .backends.dask import DaskBackend
 from .optimize import FitResult, Snapshot, fit
+from ._threads import single_blas_thread
 
 __all__ = [
     "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM",
     "LatentInference", "MRD", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
-    "DaskBackend", "StochasticBayesianGPLVM",
+    "DaskBackend", "StochasticBayesianGPLVM", "single_blas_thread",
 ]

@@ -433,9 +433,9 @@ def _build_pinned(build, Y, config):
     """``build(Y, config)`` with BLAS on one thread: the initialisation's few small products
     (PCA of an (N, D) matrix) took ~0.7 s at 20,000 rows with OpenBLAS's threads on a busy
     two-core machine, ~0.07 s on one."""
-    from engine._threads import single_blas_thread
+    import engine
 
-    with single_blas_thread():
+    with engine.single_blas_thread():
         return build(Y, config)
 
 

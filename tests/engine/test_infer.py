@@ -5,7 +5,7 @@ from scipy import optimize, stats
 
 import engine
 from engine import infer, kernels, psi
-from engine._threads import single_blas_thread
+from engine import single_blas_thread
 from engine.bound import collapsed_bound, gaussian_kl
 from engine.transforms import POSITIVE
 from gradcheck import check_grad

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from engine import _threads
-from engine._threads import blas_pinned, blas_thread_counts, single_blas_thread
+from engine import single_blas_thread  # public
+from engine._threads import blas_pinned, blas_thread_counts
 
 REPO = Path(__file__).resolve().parents[2]
 
