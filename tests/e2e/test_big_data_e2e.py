@@ -143,9 +143,16 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     state = page.evaluate(MAP_STATE)
     assert "ImageRGBA" in state["kinds"] and state["images"] == 1, state  # datashader's image of the points
     assert state["longest"] < N, f"a data source holds {state['longest']} values: points were sent as glyphs"
-    # the image came zlib-packed (far below its raw 1 MB) and the page unpacked it pixel for pixel
-    got = page.evaluate(UNPACKED)
-    pixels = np.frombuffer(zlib.decompress(bytes(got["packed"])), dtype="<u4")
+    # the image came zlib-packed (far below its raw 1 MB) and the page unpacked it pixel for pixel; the page
+    # unpacks asynchronously, so a newer image (e.g. the final result's after a snapshot's) may still be on
+    # its way: read until the shown image is the newest packed one, or time out
+    deadline = time.monotonic() + 15
+    while True:
+        got = page.evaluate(UNPACKED)
+        pixels = np.frombuffer(zlib.decompress(bytes(got["packed"])), dtype="<u4")
+        if got["hash"] == fnv1a(pixels) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert len(got["packed"]) < pixels.nbytes / 10 and list(got["shape"]) == [400, 640]
     assert got["hash"] == fnv1a(pixels) and (pixels >> 24).any()
     screenshot(page, artifacts, "20k-latent-map")
