@@ -4,8 +4,7 @@ import pytest
 from scipy import optimize, stats
 
 import engine
-from engine import infer, kernels, psi
-from engine import single_blas_thread
+from engine import infer, kernels, psi, single_blas_thread
 from engine.bound import collapsed_bound, gaussian_kl
 from engine.transforms import POSITIVE
 from gradcheck import check_grad
