@@ -125,7 +125,9 @@ def test_train_live_click_reconstruct_stop(page, panel_serve_subprocess, artifac
     # the page stays responsive while training: the status line shows progress
     wait_text(page, "it/s")
     # wait for the latent points
-    page.wait_for_function("() => __gx.sources('colour').some(s => __gx.column(s, 'x').length > 0)", timeout=60_000)
+    # the map's glyph source is the one with both columns; the ARD bars' source has 'colour' but no 'x'
+    page.wait_for_function(
+        "() => __gx.sources('colour').some(s => (__gx.column(s, 'x') || []).length > 0)", timeout=60_000)
     screenshot(page, artifacts, "02-training")
 
     page.get_by_role("button", name="■ Stop", exact=True).click()
