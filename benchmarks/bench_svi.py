@@ -141,6 +141,8 @@ Oil flow: what was tried (seed 0 unless said; full bound in nats, errors)
   21, 8, 11 / 7211, 7125, 7193 (top three: 1, 1, 0), against the defaults'
   15, 10, 11 / 7261, 7326, 7420.  A shorter second-moment memory (beta2 0.99)
   changed little (rate 0.05, 2500 iterations: 215 / 5612 against 243 / 5505).
+  The local rate's default is now 0.5 (it was ``learning_rate``); natgrad
+  stays the default local optimiser.
 * Not kept: the GPyTorch recipe: Adam at a constant 0.01 on everything
   (kernel, Z, noise, q(u) in its Cholesky parametrisation, and q(X) as one
   (N, 2Q) matrix with one Adam state: every row gets its KL gradient every

@@ -406,3 +406,85 @@ def test_a_full_natural_step_on_all_rows_lands_on_the_optimal_q_u():
     m.reset_q_u()
     np.testing.assert_allclose(got["q_mu"], m.parameters["q_mu"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(np.tril(got["q_sqrt"]), np.tril(m.parameters["q_sqrt"]), rtol=1e-9, atol=1e-9)
+
+
+# ------------------------------------------------------------------ per-row Adam for q(x_n)
+
+
+def _softplus_coordinates(S):
+    from engine.transforms import POSITIVE
+
+    return POSITIVE.inverse(S)
+
+
+def test_first_per_row_adam_step_follows_the_sign_of_the_full_bounds_gradient():
+    """All rows in the batch, globals held: Adam's first step is local_learning_rate * sign(gradient)
+    in every row's own coordinates (X_mean; X_variance's softplus coordinates), the gradient of the
+    full bound by central differences (the prior's -mu and -(1 - 1/S)/2 included)."""
+    m = _model(batch_size=N)
+    _only_free(m, "X_mean", "X_variance")
+    before = m.parameters
+    h, lr = 1e-6, 1e-3
+    fd = {}
+    for name in ("X_mean", "X_variance"):
+        g = np.zeros((N, Q))
+        for n in range(N):
+            for q in range(Q):
+                for sign in (1, -1):
+                    value = before[name].copy()
+                    value[n, q] += sign * h
+                    m.set_parameters(**{name: value})
+                    g[n, q] += sign * m.objective() / (2 * h)
+        m.set_parameters(**{name: before[name]})
+        fd[name] = g
+    engine.fit(m, optimizer="svi", max_iters=1, local_optimizer="adam", local_learning_rate=lr)
+    after = m.parameters
+    moved = {"X_mean": after["X_mean"] - before["X_mean"],
+             "X_variance": _softplus_coordinates(after["X_variance"]) - _softplus_coordinates(before["X_variance"])}
+    for name, g in fd.items():
+        clear = np.abs(g) > 1e-3  # a sign finite differences can tell
+        assert clear.mean() > 0.9, name
+        np.testing.assert_allclose(moved[name][clear], lr * np.sign(g[clear]), rtol=1e-5, err_msg=name)
+
+
+def test_per_row_adam_corrects_each_rows_moments_for_its_own_visits():
+    """Two minibatches of half the rows at a constant rate: a row seen once steps by exactly the rate
+    in every coordinate, whichever iteration saw it (its first visit, bias-corrected by its own
+    count); a row seen twice does not; a row not seen does not move."""
+    m = _model(batch_size=N // 2)
+    _only_free(m, "X_mean", "X_variance")
+    before = m.parameters
+    lr = 1e-3
+    rng = np.random.default_rng(m.seed)
+    visits = np.zeros(N, dtype=int)
+    for _ in range(2):
+        visits[rng.choice(N, N // 2, replace=False)] += 1
+    assert set(visits) == {0, 1, 2}
+    engine.fit(m, optimizer="svi", max_iters=2, local_optimizer="adam", local_learning_rate=lr,
+               learning_rate=0.02, final_learning_rate=0.02)
+    after = m.parameters
+    moved = np.hstack([after["X_mean"] - before["X_mean"],
+                       _softplus_coordinates(after["X_variance"]) - _softplus_coordinates(before["X_variance"])])
+    np.testing.assert_array_equal(moved[visits == 0], 0.0)
+    np.testing.assert_allclose(np.abs(moved[visits == 1]), lr, rtol=1e-4)
+    assert not any(np.allclose(np.abs(row), lr, rtol=1e-2) for row in moved[visits == 2])
+
+
+def test_per_row_adam_at_its_default_rate_reaches_the_natural_gradient_fits_bound():
+    natgrad = engine.fit(StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20),
+                         optimizer="svi", max_iters=600)
+    adam = engine.fit(StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20),
+                      optimizer="svi", max_iters=600, local_optimizer="adam")
+    slow = engine.fit(StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20),
+                      optimizer="svi", max_iters=600, local_optimizer="adam", local_learning_rate=0.02)
+    assert adam.objective > natgrad.objective - 5.0
+    assert slow.objective < natgrad.objective - 50.0  # the rows' rate matters: the globals' rate is far too small
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("nan"), "fast", True])
+def test_impossible_local_learning_rates_are_refused_before_anything_moves(rate):
+    m = _model()
+    before = m.get_free()
+    with pytest.raises(engine.ConfigurationError, match="local_learning_rate"):
+        engine.fit(m, optimizer="svi", max_iters=3, local_optimizer="adam", local_learning_rate=rate)
+    np.testing.assert_array_equal(m.get_free(), before)
