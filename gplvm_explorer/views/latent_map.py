@@ -399,10 +399,15 @@ class LatentMap(pn.viewable.Viewer):
 
     # ---- controls --------------------------------------------------------------------------
     def _set_dim(self, name, value) -> None:
+        """A picked axis: the other axis's dim swaps the two, so both axes always differ."""
         lat = self.explorer.latent
         if value is None or lat.auto_dims:
             return
-        setattr(lat, name, int(value))
+        other = "y_dim" if name == "x_dim" else "x_dim"
+        if int(value) == getattr(lat, other):
+            lat.param.update(**{name: int(value), other: getattr(lat, name)})
+        else:
+            setattr(lat, name, int(value))
 
     def _on_latent_dim(self, *events) -> None:
         lat = self.explorer.latent
@@ -425,7 +430,11 @@ class LatentMap(pn.viewable.Viewer):
 
     def _on_dims(self, *events) -> None:
         lat = self.explorer.latent
-        xd, yd = lat.shown_dims
+        # picked dims show at once: the view on show may still be the previous pair's, and
+        # writing its dims back into the pickers would undo the pick
+        picked = (int(lat.x_dim), int(lat.y_dim))
+        manual = not lat.auto_dims and picked[0] != picked[1] and max(picked) < lat.latent_dim
+        xd, yd = picked if manual else lat.shown_dims
         self.x_sel.disabled = self.y_sel.disabled = lat.auto_dims or lat.latent_dim < 2
         if lat.latent_dim >= 2:
             self.x_sel.value, self.y_sel.value = xd, yd

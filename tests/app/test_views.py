@@ -341,3 +341,67 @@ def test_the_page_predicts_clicks_of_the_stochastic_model_too(pump):
     x0, y0, x1, y1 = ex.latent.view.extent
     latent._on_tap(Tap(latent.figure, x=(x0 + x1) / 2, y=(y0 + y1) / 2))
     assert ex.latent.reconstruction.drawn_in_page and len(recon.profile_source.data["mean"]) == 0
+
+
+def test_every_axis_pick_sticks_and_a_clash_swaps_the_axes(fake_build, pump):
+    """The pickers show what the user picked at once (the map follows when its view is computed),
+    never the previous view's dims, which would undo the pick; picking the other axis's dim swaps them."""
+    ex = trained(fake_build, pump)
+    ex.settings.latent_dim = 4
+    latent = LatentMap(explorer=ex)
+    finish(ex, pump)
+    shown = ex.latent.view.dims
+    latent.auto.value = False
+    assert (latent.x_sel.value, latent.y_sel.value) == shown  # unticking keeps the pair on show
+    ex.latent.wait()
+    assert ex.latent.view.dims == shown
+    picks = [("x", 3), ("y", 2), ("x", 0), ("y", 1), ("x", 2)]
+    for axis, dim in picks:
+        other = latent.y_sel if axis == "x" else latent.x_sel
+        before_other = other.value
+        (latent.x_sel if axis == "x" else latent.y_sel).value = dim  # before the new view exists
+        assert (latent.x_sel if axis == "x" else latent.y_sel).value == dim, (axis, dim)
+        assert other.value == before_other
+        ex.latent.wait()
+        assert ex.latent.view.dims == (latent.x_sel.value, latent.y_sel.value)
+    # the vertical axis's dim picked for the horizontal one: the axes swap
+    x, y = latent.x_sel.value, latent.y_sel.value
+    latent.x_sel.value = y
+    assert (latent.x_sel.value, latent.y_sel.value) == (y, x)
+    ex.latent.wait()
+    assert ex.latent.view.dims == (y, x)
+    assert (ex.latent.x_dim, ex.latent.y_dim) == (y, x)
+
+
+def shown(status_bar) -> str:
+    """The status line's text as the page shows it."""
+    import html
+
+    return html.unescape(status_bar.text.object)
+
+
+def test_the_status_says_when_the_result_on_show_is_another_data_sets(fake_build, pump):
+    ex = trained(fake_build, pump)
+    sb = StatusBar(explorer=ex)
+    finish(ex, pump)
+    trained_on = ex.data.dataset.name
+    assert not ex.result_is_stale and "press Train to fit" not in shown(sb)
+    assert ex.data.load_upload(*big_csv(50)), ex.data.error  # other data: the old model stays on show...
+    assert ex.result_is_stale and ex.latent.view is not None
+    assert f"show the model of {trained_on}; press Train to fit big.csv" in shown(sb)  # ...and says so
+    ex.settings.latent_dim = 2
+    finish(ex, pump)  # trained on the loaded data: the note goes
+    assert not ex.result_is_stale and "press Train to fit" not in shown(sb)
+    assert ex.data.load_upload(b"a,b,c\n1,2,3\n", "bad.csv") is False  # a refused file keeps the data
+    assert not ex.result_is_stale and "press Train to fit" not in shown(sb)
+
+
+def test_the_stale_note_shows_file_names_as_plain_text():
+    from gplvm_explorer.views.controls import stale_text
+
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+    text = stale_text(Named("old\u202egnp.csv"), Named("x" * 100))
+    assert "\u202e" not in text and "oldgnp.csv" in text and "x" * 59 + "…" in text and "x" * 61 not in text
