@@ -42,6 +42,8 @@ class Explorer(param.Parameterized):
     page_error = param.String(default="", doc="An unexpected error in a page update, shown at the top.")
     warming_up = param.Boolean(default=False, doc="The numerical kernels are still compiling.")
     summary = param.String(default="", doc="Settings and results as text (after a run ends).")
+    result_source = param.Parameter(default=None, doc="The loaded data set the result on show came from "
+                                    "(another one loaded since: the page says the result is the old data's).")
 
     def __init__(self, doc=None, limiter: Limiter | None = None, build=None, budget: Budget | None = None,
                  publish_interval: float = 1.0, notify_interval: float = 0.2, **params):
@@ -93,7 +95,15 @@ class Explorer(param.Parameterized):
             tr.message, tr.message_kind = str(exc), "danger"
             return False
         with self.dispatcher.batch():  # the whole page turns to "training": many models change
-            return tr.start(ds, config)
+            started = tr.start(ds, config)
+            if started:
+                self.result_source = self.data.dataset
+            return started
+
+    @property
+    def result_is_stale(self) -> bool:
+        """A result is on show, and other data has been loaded since it was trained or opened."""
+        return self.training.result is not None and self.data.dataset is not self.result_source
 
     def _training_input(self, ds):
         """(dataset, config) a Train click with ``ds`` and the current settings trains on;

@@ -203,4 +203,7 @@ def open_model(explorer, model, name: str, labels=None, label_name: str | None =
             logger.info("Saved model %s: setting %s not applied (%s)", name, key, exc)
     settings.validate()
     result = result_for(model, config, explorer.data.dataset, explorer.training.run_id + 1)
-    return explorer.training.show_result(result, name)
+    if not explorer.training.show_result(result, name):
+        return False
+    explorer.result_source = explorer.data.dataset
+    return True

@@ -9,7 +9,7 @@ from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
 from ..training.worker import ACTIVE, Status
-from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, sync
+from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, plain, sync
 
 _ACTIVE = {s.value for s in ACTIVE}
 
@@ -278,6 +278,13 @@ def progress_text(tr) -> str:
             f"{_duration(tr.elapsed)} elapsed")
 
 
+def stale_text(trained, loaded) -> str:
+    """Why the views show another data set's model (plain text): ``trained`` and ``loaded`` are Datasets."""
+    old = plain(getattr(trained, "name", None) or "other data", 60)
+    new = plain(getattr(loaded, "name", None) or "the loaded data", 60) if loaded is not None else "new data"
+    return f"The map and plots show the model of {old}; press Train to fit {new}."
+
+
 class StatusBar(pn.viewable.Viewer):
     """Progress bar with iteration, objective, iterations per second, elapsed time."""
 
@@ -290,7 +297,8 @@ class StatusBar(pn.viewable.Viewer):
                                           height=12, margin=(6, 10, 2, 10))
         self.text = LiveHTML("", sizing_mode="stretch_width", stylesheets=[STYLESHEET], margin=(0, 10))
         ex.training.param.watch(self._refresh, ["status", "iteration", "max_iters", "objective", "queue_position"])
-        ex.param.watch(self._refresh, ["warming_up"])
+        ex.param.watch(self._refresh, ["warming_up", "result_source"])
+        ex.data.param.watch(self._refresh, ["dataset"])
         self._refresh()
 
     def _refresh(self, *events):
@@ -304,8 +312,11 @@ class StatusBar(pn.viewable.Viewer):
         badge = {"idle": "ready", "running": "training"}.get(st, st)
         warm = (" <span class='gx-warm'>· Compiling numerical kernels… (once per server start)</span>"
                 if ex.warming_up else "")
+        stale = ""
+        if ex.result_is_stale and st not in ACTIVE:
+            stale = f" <span class='gx-stale'>· {escape(stale_text(tr.result.dataset, ex.data.dataset))}</span>"
         self.text.object = (f"<span class='gx-badge gx-{st}'>{badge}</span> "
-                            f"<span class='gx-progress-text'>{escape(progress_text(tr))}</span>{warm}")
+                            f"<span class='gx-progress-text'>{escape(progress_text(tr))}</span>{stale}{warm}")
 
     def __panel__(self):
         return pn.Column(self.text, self.bar, sizing_mode="stretch_width", styles=STATUS_STYLES)

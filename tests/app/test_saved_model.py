@@ -91,6 +91,7 @@ def test_an_uploaded_model_is_shown_as_trained_with_its_own_bound(make_explorer,
 def test_train_after_opening_fits_again_with_the_models_settings(make_explorer, pump):
     ex = make_explorer()
     assert ex.data.load_upload(_npz_bytes(_fitted("bayesian")), "m.npz")
+    assert ex.training.result is not None and not ex.result_is_stale  # the opened model is the loaded data's
     ex.settings.max_iters = 3
     assert ex.train(), ex.training.message
     assert pump(ex, lambda: ex.training.status in ("finished", "stopped", "failed"), timeout=120)
