@@ -39,6 +39,22 @@ PANEL_STYLES = {"background": "#ffffff", "border": "1px solid #e2e8f0", "border-
                 "box-shadow": "0 1px 2px rgba(16,24,40,.05)", "padding": "2px 6px 6px 6px"}
 
 
+def on_click(button: pn.widgets.Button, action) -> None:
+    """``button.on_click(action)``, with the page changes ``action(event)`` makes held and sent together.
+
+    Panel runs a click that reaches the server while a widget's change is still waiting for its
+    debounce (a value typed and Train clicked at once) as a next-tick callback *without* the
+    document lock; a direct change to a Bokeh model there raises in Bokeh's session. Held changes
+    are written by Panel itself, locked or not.
+    """
+
+    def clicked(event):
+        with pn.io.unlocked():
+            action(event)
+
+    button.on_click(clicked)
+
+
 def sync(widget, vm: param.Parameterized, name: str, wattr: str = "value", to_widget=None, to_vm=None):
     """Keep ``widget.<wattr>`` and ``vm.<name>`` equal, both ways, without loops."""
     to_widget = to_widget or (lambda v: v)

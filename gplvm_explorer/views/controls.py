@@ -9,7 +9,8 @@ from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
 from ..training.worker import ACTIVE, Status
-from .common import MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, plain, sync
+from .common import (MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, on_click, plain,
+                     sync)
 
 _ACTIVE = {s.value for s in ACTIVE}
 
@@ -187,9 +188,9 @@ class TrainingPanel(pn.viewable.Viewer):
                                            disabled=True)
         self.stop_btn = pn.widgets.Button(label="■ Stop", color="danger", sizing_mode="stretch_width",
                                           disabled=True, **OUTLINE)
-        self.train_btn.on_click(lambda e: ex.train())
-        self.pause_btn.on_click(self._on_pause)
-        self.stop_btn.on_click(lambda e: ex.training.stop())
+        on_click(self.train_btn, lambda e: ex.train())
+        on_click(self.pause_btn, self._on_pause)
+        on_click(self.stop_btn, lambda e: ex.training.stop())
         self.message = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width",
                                      css_classes=["gx-train-message"])
         ex.training.param.watch(self._refresh, ["status", "message", "message_kind"])

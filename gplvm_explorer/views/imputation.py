@@ -22,8 +22,8 @@ from bokeh.plotting import figure
 from .. import export, help_texts
 from ..explorer import Explorer
 from ..state.imputation import MISSING_CHOICES
-from .common import (ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, SMALL_MD, escape, label_feature_axis, sync,
-                     title_with_help)
+from .common import (ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, SMALL_MD, escape, label_feature_axis, on_click,
+                     sync, title_with_help)
 from .reconstruction import GREYS
 
 logger = logging.getLogger(__name__)
@@ -90,8 +90,8 @@ class ImputationView(pn.viewable.Viewer):
                                           width=200, margin=(26, 5, 5, 5))
         self.next_btn = pn.widgets.Button(label="Next incomplete row ▶", color="default", **OUTLINE,
                                           width=200, margin=(26, 5, 5, 5))
-        self.prev_btn.on_click(lambda e: state.step(-1))
-        self.next_btn.on_click(lambda e: state.step(+1))
+        on_click(self.prev_btn, lambda e: state.step(-1))
+        on_click(self.next_btn, lambda e: state.step(+1))
         self.download = pn.widgets.FileDownload(callback=self._csv, filename="imputed.csv",
                                                 label="Imputed data (CSV)", color="primary", **OUTLINE,
                                                 width=200, margin=(26, 5, 5, 15), disabled=True)

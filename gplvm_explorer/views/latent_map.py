@@ -41,7 +41,7 @@ from ..explorer import Explorer
 from ..export import VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
-from .common import OUTLINE, PANEL_STYLES, LiveHTML, escape, plain, title_with_help
+from .common import OUTLINE, PANEL_STYLES, LiveHTML, escape, on_click, plain, title_with_help
 from .page_prediction import CLICK_JS, no_predictor, page_drawn_source, predictor_columns, slice_columns
 
 logger = logging.getLogger(__name__)
@@ -133,9 +133,9 @@ class LatentMap(pn.viewable.Viewer):
         self.follow.param.watch(lambda e: self._show_slice(), "value")
         self.from_click = pn.widgets.Button(label="Set other dims from clicked point", color="default",
                                             **OUTLINE, margin=(18, 5, 0, 5), disabled=True)
-        self.from_click.on_click(lambda e: lat.set_fixed_from_nearest())
+        on_click(self.from_click, lambda e: lat.set_fixed_from_nearest())
         self.reset_fixed = pn.widgets.Button(label="Reset to 0", color="default", **OUTLINE, margin=(18, 5, 0, 5))
-        self.reset_fixed.on_click(lambda e: lat.reset_fixed())
+        on_click(self.reset_fixed, lambda e: lat.reset_fixed())
         self.sliders = pn.Column(sizing_mode="stretch_width")
         self.slider_card = pn.Card(self.sliders, pn.Row(self.from_click, self.reset_fixed),
                                    title="Other latent dimensions (held fixed)", collapsed=True,

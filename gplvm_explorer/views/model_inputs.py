@@ -6,7 +6,7 @@ import param
 
 from ..explorer import Explorer
 from ..state.model_inputs import MAX_VIEWS
-from .common import SMALL_MD, escape
+from .common import SMALL_MD, escape, on_click
 
 
 #: A view of an image has hundreds of columns: its chosen columns scroll in a box of their own.
@@ -29,7 +29,7 @@ class ModelInputsPanel(pn.viewable.Viewer):
         self.num_views = pn.widgets.IntInput(label="Views", value=2, start=2, end=MAX_VIEWS, width=80)
         self.num_views.param.watch(lambda e: inputs.set_num_views(e.new), "value")
         self.reset = pn.widgets.Button(label="Views from the data", width=150, margin=(26, 5, 5, 5))
-        self.reset.on_click(lambda e: inputs.reset_views())
+        on_click(self.reset, lambda e: inputs.reset_views())
         self.choosers = pn.Column(sizing_mode="stretch_width")
         self.view_box = pn.Column(pn.Row(self.num_views, self.reset, sizing_mode="stretch_width"), self.choosers,
                                   sizing_mode="stretch_width")

@@ -13,7 +13,7 @@ import param
 
 from ..catalog import spec as model_spec
 from ..explorer import Explorer
-from .common import MUTED_MD, escape
+from .common import MUTED_MD, escape, on_click
 
 
 class MinibatchPanel(pn.viewable.Viewer):
@@ -31,7 +31,7 @@ class MinibatchPanel(pn.viewable.Viewer):
                                       css_classes=["gx-suggestion"])
         self.switch = pn.widgets.Button(label="Use the proposed model", color="warning", visible=False,
                                         sizing_mode="stretch_width", css_classes=["gx-suggestion-use"])
-        self.switch.on_click(self._on_switch)
+        on_click(self.switch, self._on_switch)
         s.param.watch(self._refresh, ["model", "suggestion", "locked", "latent_dim", "num_inducing"])
         self._refresh()
 

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 from ..explorer import Explorer
 from ..state.labels import PALETTE
 from ..state.multiview import split
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, plain, title_with_help
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, on_click, plain, title_with_help
 from .reconstruction import GREYS
 
 HELP = """**Several views (MRD).** One latent space is shared by all views; each view has its own ARD
@@ -121,7 +121,7 @@ class MultiViewView(pn.viewable.Viewer):
         self.target = pn.widgets.Select(label="Predict view", options={}, width=140)
         self.go = pn.widgets.Button(label="Predict", color="primary", width=90, margin=(24, 5, 5, 5),
                                     css_classes=["gx-cross-go"])
-        self.go.on_click(self._on_go)
+        on_click(self.go, self._on_go)
         self.cross_text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                        css_classes=["gx-cross-text"])
         self.cross_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-cross"])
