@@ -43,7 +43,17 @@ def data_summary(page) -> str:
     return page.evaluate(DATA_SUMMARY)
 
 
-def wait_loaded(page, name: str, timeout: float = 30.0) -> str:
+def wait_js(page, predicate: str, arg=None, timeout: float = 60.0, every: float = 0.25):
+    """Evaluate ``predicate`` (a JS function of ``arg``) until it returns something truthy; that value.
+
+    A predicate that throws (a model, source or column not there yet) counts as "not yet":
+    it is polled again instead of failing the test, until ``timeout`` seconds pass.
+    """
+    guarded = f"""(arg) => {{ try {{ return ({predicate})(arg); }} catch (e) {{ return null; }} }}"""
+    return poll(lambda: page.evaluate(guarded, arg), timeout=timeout, every=every)
+
+
+def wait_loaded(page, name: str, timeout: float = 60.0) -> str:
     """Wait until the Data card's summary names ``name``; the summary.
 
     The upload widget shows a file's name as soon as it is picked, so a
@@ -78,7 +88,7 @@ def fill_numbers(page, values: dict) -> None:
         box.press("Enter")
 
 
-def click_train(page, timeout: float = 20.0) -> None:
+def click_train(page, timeout: float = 60.0) -> None:
     button = page.get_by_role("button", name="▶ Train", exact=True)
     assert poll(button.is_enabled, timeout=timeout), "Train stayed disabled"
     button.click()

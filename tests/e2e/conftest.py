@@ -73,6 +73,14 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": VIEWPORT, "accept_downloads": True}
 
 
+@pytest.fixture
+def page(page):
+    """pytest-playwright's page with a default timeout for actions and waits of 60 s instead of
+    Playwright's 30 s: a freshly served page on a loaded 2-core CI machine can take longer to render a widget."""
+    page.set_default_timeout(60_000)
+    return page
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browserkit import READY, wait_loaded
+from browserkit import READY, poll, wait_loaded
 
 from .conftest import serve_cli
 
@@ -41,8 +41,10 @@ def test_cli_serves_a_parquet_file_with_settings(served_parquet, page, artifacts
         page.screenshot(path=str(artifacts / "cli_parquet_failed.png"), full_page=True)
         raise
     wait_loaded(page, path.name)
-    assert page.get_by_label("Data set (bundled sample or your file)").evaluate(
-        "el => el.options[el.selectedIndex].text") == f"Your data: {path.name}"
-    assert page.get_by_text("labels: kind").count() >= 1
+    data_set = page.get_by_label("Data set (bundled sample or your file)")
+    chosen_text = "el => el.selectedIndex < 0 ? '' : el.options[el.selectedIndex].text"
+    chosen = poll(lambda: data_set.evaluate(chosen_text) == f"Your data: {path.name}", timeout=30)
+    assert chosen, data_set.evaluate("el => Array.from(el.options).map(o => o.text)")
+    page.get_by_text("labels: kind").first.wait_for(state="attached", timeout=30_000)
     page.wait_for_function(f"({SLIDER_VALUE})('Latent dimensions Q') === 3", timeout=30_000)
     page.screenshot(path=str(artifacts / "cli_parquet.png"), full_page=True)

@@ -75,7 +75,9 @@ def test_gpds_sample_trains_and_the_time_slider_moves_the_reconstruction(page, s
     assert path, "no marker on the latent trajectory"
     first = page.get_by_text(re.compile(r"^t = ")).first
     wait_text(page, "(in a gap)", timeout=20_000)  # it starts inside the gap of 5.0-6.6 s
-    before = columns(page, "at_mean", "at_lower", "at_upper")[0]
+    before = poll(lambda: [s for s in columns(page, "at_mean", "at_lower", "at_upper") if s["at_mean"]], timeout=20)
+    assert before, "no reconstruction at the slider's time"
+    before = before[0]
     assert len(before["at_mean"]) == 13
     text0 = first.inner_text()
     view.scroll_into_view_if_needed()
@@ -95,8 +97,10 @@ def test_gpds_sample_trains_and_the_time_slider_moves_the_reconstruction(page, s
     assert after, "the reconstruction did not change with the time slider"
     after = after[0]
     assert first.inner_text() != text0
-    marker = columns(page, "marker_t")[0]["marker_t"][0]
-    assert marker > 12.0, marker  # the data end at 12 s
+    # the data end at 12 s: the marker moves beyond them
+    markers = poll(lambda: (m := [s["marker_t"][0] for s in columns(page, "marker_t") if s["marker_t"]])
+                   and m[0] > 12.0 and m, timeout=20)
+    assert markers, [s["marker_t"] for s in columns(page, "marker_t")]
 
     # the player's "next" button steps back into the data range from the start
     page.locator(".gx-time-player").first.scroll_into_view_if_needed()
@@ -134,6 +138,8 @@ def test_mrd_sample_trains_and_shows_per_view_ard_and_reconstructions(page, serv
     assert pos is not None, "latent map not found"
     page.mouse.click(pos[0], pos[1])
     wait_text(page, "At the clicked latent point", timeout=20_000)
+    poll(lambda: [s for s in columns(page, "vmean", "role", "view") if s["role"] and s["role"][0] == "click"],
+         timeout=20)
     images = [s for s in columns(page, "vimage", "role", "view") if s["role"] == ["click"]]
     profiles = [s for s in columns(page, "vmean", "role", "view") if s["role"] and s["role"][0] == "click"]
     assert len(images) == 1 and images[0]["view"] == ["image"]
@@ -142,8 +148,9 @@ def test_mrd_sample_trains_and_shows_per_view_ard_and_reconstructions(page, serv
     # given a row of the sensor view, predict the image view
     page.get_by_role("button", name="Predict", exact=True).click()
     wait_text(page, re.compile(r"latent point inferred from sensor alone; image predicted"), timeout=60_000)
-    roles = {s["role"][0] for s in columns(page, "vimage", "role") if s["role"]}
-    assert {"predicted", "actual"} <= roles
+    roles = poll(lambda: (r := {s["role"][0] for s in columns(page, "vimage", "role") if s["role"]})
+                 >= {"predicted", "actual"} and r, timeout=20)
+    assert roles, {s["role"][0] for s in columns(page, "vimage", "role") if s["role"]}
     view.scroll_into_view_if_needed()
     time.sleep(0.5)
     page.screenshot(path=str(artifacts / "mrd-01-page.png"), full_page=True)

@@ -101,6 +101,7 @@ HOSTILE_POINTS = """
           return c && c.length && Array.from(c).some(s => typeof s === 'string' && s.includes(mark)); });
         if (!hostile) continue;
         const xs = get(data, g.x.field), ys = get(data, g.y.field);
+        if (!xs || !ys) continue;  // a source being replaced: its columns are not all there yet
         const r = v.canvas_view.el.getBoundingClientRect();
         for (let i = 0; i < Math.min(xs.length, 60); i++) {
           const px = r.left + v.frame.x_scale.compute(xs[i]), py = r.top + v.frame.y_scale.compute(ys[i]);
@@ -190,7 +191,7 @@ def _upload(page, name: str, data: bytes, mime: str = "text/csv"):
     )
 
 
-def _wait_shown(page, guard: Guard, text: str, timeout: float = 30.0):
+def _wait_shown(page, guard: Guard, text: str, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if text in guard.text():
@@ -206,13 +207,13 @@ def _start_training(page, iterations: int):
         iters.first.fill(str(iterations))
         iters.first.press("Enter")
     train = page.get_by_role("button", name=re.compile(r"(^|\W)Train$"))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not train.first.is_enabled() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert train.first.is_enabled(), "Train stayed disabled after loading the hostile file"
     for _ in range(3):
         train.first.click()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if not train.first.is_enabled() or re.search(r"(?i)finished after", page.evaluate(ALL_TEXT)):
                 return train
@@ -242,6 +243,15 @@ def _hover_and_click_points(page, guard: Guard):
     page.mouse.move(*points[0])
     time.sleep(0.5)
     shown_in_tooltip = guard.text()
+    # a loaded machine can take a while to draw the tooltip: hover again until a label shows (or give up)
+    deadline = time.monotonic() + 15
+    while not any(lab in shown_in_tooltip for lab in (IMG, SVG, SCRIPT, ALERT)) and time.monotonic() < deadline:
+        for px, py in (page.evaluate(HOSTILE_POINTS, MARK) or points)[:5]:
+            page.mouse.move(px, py)
+            time.sleep(0.3)
+            shown_in_tooltip = guard.text()
+            if any(lab in shown_in_tooltip for lab in (IMG, SVG, SCRIPT, ALERT)):
+                break
     guard.check("after hovering the points")
     page.mouse.click(*points[0])
     time.sleep(1.5)

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from browserkit import poll
 
 pytestmark = [
     pytest.mark.e2e,
@@ -27,7 +28,7 @@ SOURCE = """(key) => {
       if (get(key) === undefined) continue;
       const names = d instanceof Map ? Array.from(d.keys()) : Object.keys(d);
       const out = {};
-      for (const c of names) out[c] = Array.from(get(c));
+      for (const c of names) out[c] = Array.from(get(c) || []);
       return out;
     }
   }
@@ -62,15 +63,15 @@ def test_csv_with_empty_fields_trains_bayesian_and_shows_imputed_values(page, se
         files=[{"name": "gappy.csv", "mimeType": "text/csv", "buffer": content}])
     # every row is kept, and the data card counts the missing cells per column
     wait_text(page, f"missing: {n_missing} cell(s) in {n_rows} of 40 rows", timeout=30_000)
-    assert page.get_by_text(re.compile(r"40\s+points")).first.is_visible()
-    assert page.get_by_text(re.compile(r"missing in beta: \d+")).first.is_visible()
+    page.get_by_text(re.compile(r"40\s+points")).first.wait_for(state="visible", timeout=30_000)
+    page.get_by_text(re.compile(r"missing in beta: \d+")).first.wait_for(state="visible", timeout=30_000)
 
     # the exact GP-LVM says it cannot use them and offers a choice; the Bayesian one takes them as they are
     model = page.get_by_label("Model", exact=True)
     model.select_option(label="GP-LVM (exact)")
     wait_text(page, "cannot use missing values", timeout=20_000)
-    assert page.get_by_text("Fill missing cells with their column mean").first.is_visible()
-    assert page.get_by_text("Drop the rows with missing cells").first.is_visible()
+    page.get_by_text("Fill missing cells with their column mean").first.wait_for(state="visible", timeout=20_000)
+    page.get_by_text("Drop the rows with missing cells").first.wait_for(state="visible", timeout=20_000)
     model.select_option(label="Bayesian GP-LVM")
     wait_text(page, "trains on the data as it is", timeout=20_000)
 
@@ -86,14 +87,14 @@ def test_csv_with_empty_fields_trains_bayesian_and_shows_imputed_values(page, se
 
     # the imputed-values view: the first incomplete row, its filled-in values with ±2σ
     wait_text(page, "filled in by the Bayesian GP-LVM", timeout=30_000)
-    src = page.evaluate(SOURCE, "imputed")
-    assert src is not None, "no source of imputed values in the page"
+    # the values' source may be patched in a message after the view's text
+    src = poll(lambda: (s := page.evaluate(SOURCE, "imputed")) and s["imputed"] and s, timeout=30)
+    assert src, f"no imputed values in the page: {page.evaluate(SOURCE, 'imputed')}"
     imputed, upper, lower = src["imputed"], src["upper"], src["lower"]
     assert imputed and len(imputed) == len(upper) == len(lower)
     assert all(math.isfinite(v) for v in imputed)
     assert all(lo < v < up for v, lo, up in zip(imputed, lower, upper))
-    listed = page.get_by_text(re.compile(r"= -?[\d.e+-]+ ± [\d.e+-]+")).first
-    assert listed.is_visible()
+    page.get_by_text(re.compile(r"= -?[\d.e+-]+ ± [\d.e+-]+")).first.wait_for(state="visible", timeout=30_000)
     first = page.get_by_text(re.compile(r"^Row \d+")).first.inner_text()
     view = page.locator(".gx-imputation").first
     view.scroll_into_view_if_needed()

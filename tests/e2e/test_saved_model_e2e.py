@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browserkit import READY
+from browserkit import READY, poll
 
 from .conftest import serve_cli
 
@@ -66,11 +66,12 @@ def test_cli_opens_a_saved_model_to_explore(served_model, page, artifacts):
     except Exception:
         page.screenshot(path=str(artifacts / "saved_model_failed.png"), full_page=True)
         raise
-    assert page.get_by_text(f"N = {N} points").count() >= 1
-    assert page.get_by_text(f"ELBO {objective:.6g}").count() >= 1  # the saved bound, not a new fit
-    assert page.get_by_role("button", name="▶ Train", exact=True).is_enabled()
+    page.get_by_text(f"N = {N} points").first.wait_for(state="attached", timeout=30_000)
+    page.get_by_text(f"ELBO {objective:.6g}").first.wait_for(state="attached", timeout=30_000)  # the saved bound
+    train = page.get_by_role("button", name="▶ Train", exact=True)
+    assert poll(train.is_enabled, timeout=30), "Train stayed disabled after opening the saved model"
     # clicking the map reconstructs there, from the saved parameters
-    pos = page.evaluate(MAP_CENTRE)
+    pos = poll(lambda: page.evaluate(MAP_CENTRE), timeout=30)
     assert pos is not None, "latent map not found"
     page.mouse.click(*pos)
     page.get_by_text("Nearest training point #").first.wait_for(timeout=30_000)
@@ -99,6 +100,6 @@ def test_an_uploaded_model_opens_with_its_labels(served_app, page, artifacts, tm
     except Exception:
         page.screenshot(path=str(artifacts / "saved_model_upload_failed.png"), full_page=True)
         raise
-    assert page.get_by_text("labels: side, 2 distinct").count() >= 1
-    assert page.get_by_text(f"ELBO {model.objective():.6g}").count() >= 1  # the sparse GP-LVM's bound
+    page.get_by_text("labels: side, 2 distinct").first.wait_for(state="attached", timeout=30_000)
+    page.get_by_text(f"ELBO {model.objective():.6g}").first.wait_for(state="attached", timeout=30_000)  # its bound
     page.screenshot(path=str(artifacts / "saved_model_upload.png"), full_page=True)
