@@ -764,11 +764,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         if local_optimizer not in ("natgrad", "adam"):
             raise ConfigurationError(f"Expected local_optimizer 'natgrad' or 'adam', got {local_optimizer!r} instead.")
         local_adam = local_optimizer == "adam"
-        local_lr = 0.5 if local_learning_rate is None else local_learning_rate
-        if isinstance(local_lr, bool) or not isinstance(local_lr, (int, float, np.integer, np.floating)) \
-                or not local_lr > 0:
-            raise ConfigurationError(f"Expected local_learning_rate > 0, got {local_learning_rate!r} instead.")
-        local_lr = float(local_lr)
+        local_lr = _positive_number(0.5 if local_learning_rate is None else local_learning_rate, "local_learning_rate")
         if local_adam:  # per-row Adam moments: twice the size of the local parameters, for this fit only
             a1 = np.zeros((self.num_data, 2 * self.latent_dim))
             a2 = np.zeros_like(a1)
@@ -1084,6 +1080,12 @@ def _positive_int(value, name) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ConfigurationError(f"Expected {name} as a positive integer, got {value!r} instead.")
     return int(value)
+
+
+def _positive_number(value, name) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
+        raise ConfigurationError(f"Expected {name} > 0, got {value!r} instead.")
+    return float(value)
 
 
 def _check_data(Y):

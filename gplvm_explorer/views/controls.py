@@ -281,8 +281,8 @@ def progress_text(tr) -> str:
 
 def stale_text(trained, loaded) -> str:
     """Why the views show another data set's model (plain text): ``trained`` and ``loaded`` are Datasets."""
-    old = plain(getattr(trained, "name", None) or "other data", 60)
-    new = plain(getattr(loaded, "name", None) or "the loaded data", 60) if loaded is not None else "new data"
+    old = plain(trained.name, 60)
+    new = plain(loaded.name, 60) if loaded is not None else "new data"
     return f"The map and plots show the model of {old}; press Train to fit {new}."
 
 
