@@ -86,7 +86,7 @@ def our_objective_at(model, Ynew, mean, variance):
     from engine.transforms import POSITIVE
 
     Y, mask = infer.check_new_data(model, Ynew)
-    problem = infer.projection_problem(model, np.where(mask, Y - model.Y_mean, 0.0), mask)
+    problem = model.projection_problem(np.where(mask, Y - model.Y_mean, 0.0), mask)
     theta = np.hstack([mean, POSITIVE.inverse(np.maximum(variance, 2e-8))])
     return problem.value_and_grad(np.arange(Y.shape[0]), theta, with_grad=False)[0]
 

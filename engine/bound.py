@@ -29,14 +29,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import NumericalError
-from .linalg import check_finite, chol_inverse, tri_solve, try_cholesky
+from .linalg import FactorisationError, check_finite, chol_inverse, tri_solve, try_cholesky
 
 LOG_2PI = np.log(2.0 * np.pi)
 
-
-class FactorisationError(NumericalError):
-    """Kmm or I + beta A could not be factorised at the current jitter."""
+__all__ = ["CollapsedBound", "CollapsedPosterior", "FactorisationError", "StatsBound", "cholesky_backward",
+           "collapsed_bound", "collapsed_bound_stats", "collapsed_factors", "gaussian_kl",
+           "gaussian_kl_rows"]
 
 
 class CollapsedPosterior(NamedTuple):
@@ -184,3 +183,8 @@ def collapsed_bound(Y: np.ndarray, psi0: float, Psi1: np.ndarray, Psi2: np.ndarr
 def gaussian_kl(mu: np.ndarray, S: np.ndarray) -> float:
     """KL(q(X) || N(0, I)) for q(x_n) = N(mu_n, diag S_n); mu, S: (N, Q)."""
     return 0.5 * float(np.sum(mu * mu + S - np.log(S) - 1.0))
+
+
+def gaussian_kl_rows(mu: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """KL(q(x_n) || N(0, I)) of every row, (N,); mu, S: (N, Q)."""
+    return 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)

@@ -29,6 +29,7 @@ import numpy as np
 from . import _kernel_loops as _loops
 from .errors import ConfigurationError, ShapeError
 from .transforms import POSITIVE, ParameterSpec
+from .validation import integer
 
 __all__ = [
     "Kernel",
@@ -102,8 +103,7 @@ class Kernel:
     name = "kernel"
 
     def __init__(self, input_dim: int, **values):
-        if isinstance(input_dim, bool) or not isinstance(input_dim, (int, np.integer)) or input_dim < 1:
-            raise ConfigurationError(f"Expected input_dim as a positive integer, got {input_dim!r} instead.")
+        input_dim = integer(input_dim, "input_dim")
         self.input_dim = int(input_dim)
         self._values: dict[str, np.ndarray] = {}
         self.set_params(**values)

@@ -1,9 +1,19 @@
-"""Cholesky factorisation, and solves built on it (jitter is the models' business).
+"""Cholesky factorisation with the engine's one jitter policy, and solves built on it.
 
 No explicit inverses: inverses that the gradients need (K^-1 in dL/dK) come
 from the Cholesky factor through LAPACK's potri.
+
+Jitter (:func:`escalate_jitter`): a matrix is factorised with the jitter its
+owner holds (a model chooses it once per fit: ``JITTER_RELATIVE`` times the
+mean diagonal of the matrix, as GPy's 1e-8); only when that fails is it
+raised tenfold, with a logged warning, up to ``JITTER_LIMIT`` times the mean
+diagonal, beyond which a :class:`~engine.errors.NumericalError` says what to
+try.  Every factorisation that may need jitter (the models' bounds, their
+predictions and the projection of new rows) goes through it.
 """
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 from scipy import linalg as sla
@@ -12,11 +22,60 @@ from scipy.linalg import lapack
 from ._jit import JIT, njit
 from .errors import NumericalError
 
+logger = logging.getLogger(__name__)
+
+#: Jitter of a fit's start, relative to the mean diagonal of the factorised matrix (as GPy's 1e-8).
+JITTER_RELATIVE = 1e-8
+#: Largest jitter the escalation tries, relative to the mean diagonal.
+JITTER_LIMIT = 1e-2
+
+
+class FactorisationError(NumericalError):
+    """A matrix could not be factorised at the current jitter (:func:`escalate_jitter` raises it)."""
+
 
 def try_cholesky(A: np.ndarray):
     """Lower Cholesky factor of the symmetric (P, P) matrix A, or None if it is not positive definite."""
     L, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=0)
     return L if info == 0 else None
+
+
+def start_jitter(mean_diagonal: float) -> float:
+    """The jitter a fit starts with for a matrix of this mean diagonal: ``JITTER_RELATIVE`` of it."""
+    return JITTER_RELATIVE * max(float(mean_diagonal), 1e-300)
+
+
+def cholesky(A: np.ndarray, jitter: float = 0.0, what: str = "matrix") -> np.ndarray:
+    """Lower Cholesky factor of A + jitter I, (P, P); :class:`FactorisationError` if not positive definite."""
+    L = try_cholesky(A + jitter * np.eye(A.shape[0]) if jitter else A)
+    if L is None:
+        raise FactorisationError(f"The {what} is not numerically positive definite.")
+    return L
+
+
+def escalate_jitter(factorise, jitter: float, scale: float, what: str, owner: str = ""):
+    """``(factorise(jitter'), jitter')`` for the first jitter' from ``jitter`` on at which it succeeds.
+
+    ``factorise(jitter)`` raises :class:`FactorisationError` on failure; ``scale`` is
+    the mean diagonal of the matrix.  Each failure raises the jitter tenfold (at
+    least to ``JITTER_RELATIVE * scale``) and logs a warning naming ``owner`` and
+    ``what``; past ``JITTER_LIMIT * scale`` a :class:`NumericalError` is raised.
+    """
+    scale = scale if scale > 0 and np.isfinite(scale) else 1.0
+    jitter = float(jitter or 0.0)
+    while True:
+        try:
+            return factorise(jitter), jitter
+        except FactorisationError:
+            new = max(10.0 * jitter, JITTER_RELATIVE * scale)
+            if new > JITTER_LIMIT * scale:
+                raise NumericalError(
+                    f"The {what} could not be factorised even with jitter {jitter:.3g} "
+                    f"({jitter / scale:.1e} of its mean diagonal). Try standardising the data, "
+                    "fewer inducing points, or a larger noise variance.") from None
+            logger.warning("%s: factorising the %s failed with jitter %.3g; raising it to %.3g "
+                           "(the objective changes slightly from here on).", owner or "engine", what, jitter, new)
+            jitter = new
 
 
 def check_finite(A: np.ndarray, what: str) -> np.ndarray:
@@ -59,3 +118,46 @@ def tri_solve(L: np.ndarray, B: np.ndarray, trans: bool = False) -> np.ndarray:
 def logdet_from_chol(L: np.ndarray) -> float:
     """log |L L^T|."""
     return 2.0 * float(np.sum(np.log(np.diag(L))))
+
+
+def lower_inverse(L: np.ndarray) -> np.ndarray:
+    """L^-1 of a lower-triangular (M, M) L (for the many products of the batched projection)."""
+    return sla.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
+
+
+# ---- batched over a leading axis of n small matrices ----------------------------------
+
+
+def sandwich(Lt: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Lt X_n Lt^T for every symmetric (M, M) slice of X (n, M, M); Lt (M, M)."""
+    n, M = X.shape[:2]
+    XLt = (X.reshape(n * M, M) @ Lt.T).reshape(n, M, M)  # X_n Lt^T, one GEMM
+    return np.matmul(XLt.transpose(0, 2, 1), Lt.T)  # (X_n Lt^T)^T Lt^T = Lt X_n Lt^T for symmetric X_n
+
+
+def spd_inverses(B: np.ndarray):
+    """(log|B_n| (n,), B_n^-1 (n, M, M)) of symmetric positive definite slices; NaN where not PD."""
+    try:
+        LB = np.linalg.cholesky(B)
+        logdet = 2.0 * np.sum(np.log(np.diagonal(LB, axis1=1, axis2=2)), axis=1)
+        E = np.linalg.inv(B)
+    except np.linalg.LinAlgError:
+        sign, logdet = np.linalg.slogdet(B)
+        logdet = np.where(sign > 0, logdet, np.nan)
+        E = np.full_like(B, np.nan)
+        good = sign > 0
+        if np.any(good):
+            E[good] = np.linalg.inv(B[good])
+    E = 0.5 * (E + E.transpose(0, 2, 1))
+    return logdet, E
+
+
+def spd_solves(B: np.ndarray, RHS: np.ndarray):
+    """(log|B_n| (n,), B_n^-1 RHS_n) of symmetric positive definite slices; NaN where not PD."""
+    try:
+        LB = np.linalg.cholesky(B)
+        logdet = 2.0 * np.sum(np.log(np.diagonal(LB, axis1=1, axis2=2)), axis=1)
+    except np.linalg.LinAlgError:
+        sign, logdet = np.linalg.slogdet(B)
+        logdet = np.where(sign > 0, logdet, np.nan)
+    return logdet, np.linalg.solve(B, RHS)

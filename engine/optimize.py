@@ -52,6 +52,7 @@ from scipy.optimize import minimize
 from ._cancel import Cancelled, watching
 from ._threads import single_blas_thread
 from .errors import ConfigurationError, OptimizationError
+from .validation import integer, positive_number
 
 OPTIMIZERS = ("lbfgs", "scg", "adam")
 
@@ -311,8 +312,7 @@ def _scg(run, x, f, g, max_iters, tol, *, ftol=None, xtol=None, sigma0=1e-4):
 def _adam(run, x, f, g, max_iters, tol, *, learning_rate=0.01, betas=(0.9, 0.999), eps=1e-8):
     """Adam (Kingma & Ba 2015) on ``f``; the iterate after each step is evaluated and recorded."""
     b1, b2 = (float(b) for b in betas)
-    if not learning_rate > 0:
-        raise ConfigurationError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
+    learning_rate = positive_number(learning_rate, "learning_rate")
     if not (0 <= b1 < 1 and 0 <= b2 < 1):
         raise ConfigurationError(f"Expected betas in [0, 1), got {betas!r} instead.")
     m = np.zeros_like(x)
@@ -390,8 +390,7 @@ def fit(model, optimizer=None, max_iters=1000, callback=None, stop=None, pause=N
     if unknown:
         raise ConfigurationError(f"Unknown option(s) {unknown} for optimizer {name!r}; "
                         f"valid options are {list(_OPTIONS[name])}.")
-    if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 0:
-        raise ConfigurationError(f"Expected max_iters to be a non-negative integer, got {max_iters!r} instead.")
+    max_iters = integer(max_iters, "max_iters", minimum=0)
     if not tol >= 0:
         raise ConfigurationError(f"Expected tol >= 0, got {tol!r} instead.")
 

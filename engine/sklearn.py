@@ -40,6 +40,7 @@ from .models.gplvm import GPLVM
 from .models.sparse import SparseGPLVM
 from .optimize import OPTIMIZERS
 from .optimize import fit as _fit
+from .validation import integer
 
 __all__ = ["GPLVMTransformer", "KERNELS", "MODELS"]
 
@@ -53,12 +54,6 @@ KERNELS = {"rbf": _kernels.RBF, "linear": _kernels.Linear,
            "matern32": _kernels.Matern32, "matern52": _kernels.Matern52}
 
 _INITS = ("pca", "random", "isomap")
-
-
-def _positive_int(value, name, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ConfigurationError(f"Expected {name} to be an integer >= {minimum}, got {value!r} instead.")
-    return int(value)
 
 
 def _choice(value, name, options):
@@ -138,7 +133,7 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
     # ---- validation (the one place) ------------------------------------------------------
     def _settings(self) -> dict:
-        Q = _positive_int(self.n_components, "n_components")
+        Q = integer(self.n_components, "n_components")
         model = _choice(self.model, "model", tuple(MODELS))
         kernel = self.kernel
         if isinstance(kernel, _kernels.Kernel):
@@ -152,9 +147,9 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         return {
             "latent_dim": Q,
             "model": model,
-            "num_inducing": _positive_int(self.num_inducing, "num_inducing"),
+            "num_inducing": integer(self.num_inducing, "num_inducing"),
             "kernel": kernel,
-            "max_iters": _positive_int(self.max_iters, "max_iters", minimum=0),
+            "max_iters": integer(self.max_iters, "max_iters", minimum=0),
             "optimizer": _choice(self.optimizer, "optimizer", OPTIMIZERS),
             "init": _choice(self.init, "init", _INITS),
         }

@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from ..errors import ConfigurationError, EngineError
+from ..validation import integer
 
 logger = logging.getLogger(__name__)
 
@@ -123,9 +124,8 @@ class DaskBackend:
     """
 
     def __init__(self, client, chunks=None, timeout=None, retries=1):
-        if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer))
-                                   or chunks < 1):
-            raise ConfigurationError(f"Expected chunks as a positive number of rows or None, got {chunks!r} instead.")
+        if chunks is not None:
+            chunks = integer(chunks, "chunks (rows per chunk, or None)")
         if not hasattr(client, "scatter") or not hasattr(client, "submit"):
             raise ConfigurationError(f"Expected a dask.distributed Client, got {type(client).__name__} instead.")
         self.client = client

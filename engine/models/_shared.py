@@ -19,6 +19,8 @@ from .. import psi
 from ..bound import collapsed_bound
 from ..errors import ShapeError
 from ..kernels import kernel_from_spec
+from ..validation import real_array
+from .bayesian import BayesianGPLVM
 from .collapsed import add_grads
 
 
@@ -28,8 +30,6 @@ def static_bayesian(Y, kernel, mu, S, Z, noise_variance, jitter):
     ``jitter`` is the owner's fixed jitter, so the returned model's bound and
     predictions use the same Kmm factorisation as the owner's.
     """
-    from .bayesian import BayesianGPLVM
-
     model = BayesianGPLVM(Y, mu.shape[1], num_inducing=Z.shape[0], kernel=kernel, X=mu,
                           X_variance=np.maximum(S, 1e-300), Z=Z, noise_variance=noise_variance)
     model.jitter = float(jitter)
@@ -55,10 +55,7 @@ def view_backward(kern, Z, mu, S, bound) -> dict:
 
 def as_times(t, N=None, name="t") -> np.ndarray:
     """Times as a finite float (N, 1) array; ``t`` may be (N,) or (N, 1)."""
-    arr = np.asarray(t)
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise ShapeError(f"Expected {name} as real numbers, got dtype {arr.dtype} instead.")
-    arr = np.array(arr, dtype=np.float64)
+    arr = np.array(real_array(t, name), dtype=np.float64)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[1] != 1 or arr.shape[0] < 1:

@@ -14,16 +14,19 @@ import threading
 import numpy as np
 
 from .. import kernels as _kernels
+from .. import optimize
 from .._threads import blas_pinned
-from ..errors import ConfigurationError, NumericalError, ParameterError, ShapeError
+from ..errors import ConfigurationError, ParameterError, ShapeError, UnsupportedOperationError
+from ..infer import LatentInference, infer_latent
+from ..init import initial_latents, pca_variance_fractions
+from ..linalg import escalate_jitter
+from ..missing import observation_mask
 from ..transforms import IDENTITY, LENGTHSCALE, POSITIVE, ParameterPacker, ParameterSpec
-from ..validation import real_matrix
+from ..validation import integer, latent_points, real_matrix
 
 
 def validate_latent_dim(latent_dim) -> int:
-    if isinstance(latent_dim, bool) or not isinstance(latent_dim, (int, np.integer)) or latent_dim < 1:
-        raise ShapeError(f"Expected latent_dim as a positive integer, got {latent_dim!r} instead.")
-    return int(latent_dim)
+    return integer(latent_dim, "latent_dim", error=ShapeError)
 
 
 def initial_X(Y, latent_dim, init, seed, X=None) -> np.ndarray:
@@ -33,17 +36,10 @@ def initial_X(Y, latent_dim, init, seed, X=None) -> np.ndarray:
         if X.shape != (Y.shape[0], latent_dim):
             raise ShapeError(f"Expected X of shape {(Y.shape[0], latent_dim)}, got {X.shape} instead.")
         return X
-    from ..init import initial_latents
-
     return initial_latents(Y, latent_dim, method=init, seed=seed)
 
 
 logger = logging.getLogger(__name__)
-
-#: Jitter of a fit's start, relative to the mean diagonal of the factorised matrix (as GPy's 1e-8).
-JITTER_RELATIVE = 1e-8
-#: Largest jitter the escalation tries, relative to the mean diagonal.
-JITTER_LIMIT = 1e-2
 
 
 class LatentVariableModel:
@@ -65,8 +61,6 @@ class LatentVariableModel:
     def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None):
         self.latent_dim = validate_latent_dim(latent_dim)
         if self.handles_missing:
-            from ..missing import observation_mask
-
             Y, mask = observation_mask(real_matrix(Y, allow_nan=True), observed)
         else:
             if observed is not None:
@@ -112,8 +106,6 @@ class LatentVariableModel:
         principal component (capped at 1e3), so surplus dimensions start switched off."""
         if init != "pca":
             return _kernels.RBF(self.latent_dim, ard=True)
-        from ..init import pca_variance_fractions
-
         fractions = pca_variance_fractions(self.Y, self.latent_dim)
         return _kernels.RBF(self.latent_dim, ard=True, lengthscales=1.0 / np.maximum(fractions, 1e-3))
 
@@ -280,12 +272,7 @@ class LatentVariableModel:
         return self.parameters.get("X_variance")
 
     def _check_points(self, Xnew, name="Xnew"):
-        Xnew = np.atleast_2d(np.asarray(Xnew, dtype=float))
-        if Xnew.ndim != 2 or Xnew.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected {name} with {self.latent_dim} columns, got shape {Xnew.shape} instead.")
-        if not np.all(np.isfinite(Xnew)):
-            raise ShapeError(f"{name} contains NaN or infinite values.")
-        return np.ascontiguousarray(Xnew)
+        return latent_points(Xnew, self.latent_dim, name)
 
     # ---- jitter -----------------------------------------------------------------
     def _base_jitter(self, values: dict) -> float:
@@ -300,28 +287,14 @@ class LatentVariableModel:
             self._cache = None
 
     def _with_jitter(self, factorise, scale: float, what: str):
-        """``factorise(jitter)``, raising the model's jitter tenfold (logged) while it fails.
+        """``factorise(jitter)`` at the model's jitter, raised by :func:`engine.linalg.escalate_jitter`
+        (tenfold, logged) while it fails; the model keeps the jitter that worked.
 
-        ``factorise`` raises :class:`~engine.bound.FactorisationError` (a
+        ``factorise`` raises :class:`~engine.linalg.FactorisationError` (a
         NumericalError) on failure; ``scale`` is the mean diagonal of the matrix.
         """
-        from ..bound import FactorisationError
-
-        scale = scale if scale > 0 and np.isfinite(scale) else 1.0
-        while True:
-            try:
-                return factorise(self.jitter)
-            except FactorisationError:
-                new = max(10.0 * self.jitter, JITTER_RELATIVE * scale)
-                if new > JITTER_LIMIT * scale:
-                    raise NumericalError(
-                        f"The {what} could not be factorised even with jitter {self.jitter:.3g} "
-                        f"({self.jitter / scale:.1e} of its mean diagonal). Try standardising the data, "
-                        "fewer inducing points, or a larger noise variance.") from None
-                logger.warning("%s: factorising the %s failed with jitter %.3g; raising it to %.3g "
-                               "(the objective changes slightly from here on).",
-                               type(self).__name__, what, self.jitter, new)
-                self.jitter = new
+        result, self.jitter = escalate_jitter(factorise, self.jitter, scale, what, type(self).__name__)
+        return result
 
     # ---- objective --------------------------------------------------------------
     def _evaluate(self, values: dict):
@@ -410,13 +383,37 @@ class LatentVariableModel:
         """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q)."""
         raise NotImplementedError
 
-    def infer_latent(self, Ynew, observed=None, **options):
+    def infer_latent(self, Ynew, observed=None, **options) -> LatentInference:
         """Project new rows Ynew (n, D) or (D,) (NaN = unobserved, or a boolean ``observed``
         mask of the same shape) into the latent space; returns an
         :class:`engine.infer.LatentInference` (see :func:`engine.infer.infer_latent`)."""
-        from ..infer import infer_latent
-
         return infer_latent(self, Ynew, observed=observed, **options)
+
+    def projection_problem(self, Yc, mask):
+        """The per-row objective of new rows for :func:`engine.infer.infer_latent` (its protocol):
+        Yc (n, D) centred new rows, 0 where ``mask`` (n, D) is False."""
+        raise UnsupportedOperationError(f"Projection of new data is not implemented for {type(self).__name__}.")
+
+    def nearest_rows(self, Yc, mask, count: int) -> np.ndarray:
+        """Indices (n, count) of the training rows nearest to each centred new row on its observed entries.
+
+        Squared distance over the entries observed in the new row (and, when the
+        model was trained with missing values, in the training row, as a mean
+        over the entries observed in both); ties go to the lower index.
+        """
+        T = self.Y  # centred (0 where a training entry is missing)
+        count = int(min(max(1, count), T.shape[0]))
+        mf = mask.astype(float)
+        if self.observed is None:
+            # sum_O (t - y)^2 = sum_O t^2 - 2 sum_O t y + sum_O y^2; the last term is constant per row
+            dist = mf @ (T * T).T - 2.0 * (Yc * mf) @ T.T
+        else:  # mean squared difference over the entries observed in both rows
+            To = np.asarray(self.observed, float)
+            Ym = Yc * mf
+            both = mf @ To.T
+            dist = (mf @ (T * T).T - 2.0 * Ym @ T.T + (Ym * Ym) @ To.T) / np.maximum(both, 1.0)
+            dist[both == 0] = np.inf
+        return np.argsort(dist, axis=1, kind="stable")[:, :count]
 
     def log_density(self, Ynew, observed=None, **options):
         """Approximate log p(y* | Y) of new rows, nats; see :func:`engine.infer.infer_latent`."""
@@ -435,9 +432,7 @@ class LatentVariableModel:
 
     def fit(self, **fit_kwargs):
         """Optimise the parameters: same arguments as :func:`engine.optimize.fit`."""
-        from ..optimize import fit
-
-        return fit(self, **fit_kwargs)
+        return optimize.fit(self, **fit_kwargs)
 
     # ---- prediction cache ---------------------------------------------------------
     def _cached(self, build, key="factors"):

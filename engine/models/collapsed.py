@@ -7,18 +7,21 @@ and Kmm gradients, predictions - is here once.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from typing import NamedTuple
 
+import numpy as np
+
+from .. import psi
 from .._cancel import checkpoint
 from .._threads import blas_pinned
-from ..bound import CollapsedPosterior, StatsBound, _unwhiten_both, collapsed_bound_stats
+from ..bound import CollapsedPosterior, StatsBound, _unwhiten_both, collapsed_bound_stats, collapsed_factors
 from ..errors import ConfigurationError, ShapeError, UnsupportedOperationError
 from ..imputation import candidate_rows, check_method, mixture_moments
-from ..linalg import chol_inverse, tri_solve
+from ..linalg import chol_inverse, escalate_jitter, start_jitter, tri_solve
 from ..missing import observation_groups
-from .base import JITTER_RELATIVE, LatentVariableModel
+from ..psi.point import PointPsi
+from ..validation import integer
+from .base import LatentVariableModel
 
 
 def add_grads(total: dict, extra: dict) -> dict:
@@ -31,13 +34,25 @@ def add_grads(total: dict, extra: dict) -> dict:
 def inducing_subset(X: np.ndarray, num_inducing: int, seed: int) -> np.ndarray:
     """Z as a random subset of the rows of X, (M, Q)."""
     N = X.shape[0]
-    if isinstance(num_inducing, bool) or not isinstance(num_inducing, (int, np.integer)) or num_inducing < 1:
-        raise ShapeError(f"Expected num_inducing as a positive integer, got {num_inducing!r} instead.")
+    num_inducing = integer(num_inducing, "num_inducing", error=ShapeError)
     if num_inducing > N:
         raise ShapeError(f"Expected at most N={N} inducing points, got num_inducing={num_inducing} instead; "
                          "use fewer inducing points.")
     rng = np.random.default_rng(seed)
     return X[np.sort(rng.choice(N, size=num_inducing, replace=False))].copy()
+
+
+def collapsed_cholesky(Kmm, jitter, beta, Psi2, owner=""):
+    """(L, LB) = (chol(Kmm + jitter I), chol(I + beta L^-1 Psi2 L^-T)) of fixed statistics, the
+    jitter escalated from ``jitter`` by the one policy (:func:`engine.linalg.escalate_jitter`)."""
+    zeros = np.zeros((Kmm.shape[0], 1))
+    eye = np.eye(Kmm.shape[0])
+
+    def factorise(jit):
+        return collapsed_factors(zeros, Psi2, Kmm + jit * eye if jit else Kmm, beta)[:2]
+
+    scale = float(np.mean(np.diag(Kmm)))
+    return escalate_jitter(factorise, jitter, scale, "inducing-point kernel matrix Kmm", owner)[0]
 
 
 #: Rows per chunk in predictions at uncertain inputs (their per-row Psi2 are (chunk, M, M)).
@@ -133,7 +148,7 @@ class CollapsedModel(LatentVariableModel):
     def _base_jitter(self, values):
         """GPy's constant: 1e-8 of the mean diagonal of Kmm."""
         Kdiag = self.kernel_at(values).K_diag(values["Z"])
-        return JITTER_RELATIVE * max(float(np.mean(Kdiag)), 1e-300)
+        return start_jitter(np.mean(Kdiag))
 
     # ---- missing outputs ----------------------------------------------------------------
     @property
@@ -155,15 +170,9 @@ class CollapsedModel(LatentVariableModel):
 
     def _grouped_psi(self, kern) -> bool:
         """Whether the groups' psi statistics come from one weighted pass over the rows
-        (:func:`engine.psi.compute_grouped`): the model's psi statistics are those of
-        q(X) = N(X_mean, X_variance) exactly as :class:`BayesianGPLVM` computes them (a
-        subclass overriding its psi hooks takes the generic path) and the kernel is supported."""
-        from .. import psi
-        from .bayesian import BayesianGPLVM
-
-        cls = type(self)
-        return (isinstance(self, BayesianGPLVM) and cls._psi_forward is BayesianGPLVM._psi_forward
-                and cls._psi_backward is BayesianGPLVM._psi_backward and psi.supports_grouped(kern))
+        (:func:`engine.psi.compute_grouped`); the Bayesian GP-LVM says when (its own psi hooks,
+        a supported kernel); here: never."""
+        return False
 
     def _group_constants(self):
         """(W (N, G): 1.0 where group g observes row n, [(N_g, trYY_g)]), fixed for the model."""
@@ -188,8 +197,6 @@ class CollapsedModel(LatentVariableModel):
             return stats, None
         if self._grouped_psi(kern):
             # one pass: every Psi2_n enters the sums of the groups observing row n
-            from .. import psi
-
             W, sizes = self._group_constants()
             st = psi.compute_grouped(kern, values["Z"], values["X_mean"], values["X_variance"], W)
             P = st.Psi1.T @ self.Y  # (M, D); Y is 0 where missing, so column d sums its observed rows
@@ -243,8 +250,6 @@ class CollapsedModel(LatentVariableModel):
     def _group_backward(self, kern, values, groups, Psi1) -> dict:
         """Gradients of the summed group bounds through the psi statistics."""
         if self.backend is not None or self._grouped_psi(kern):
-            from .. import psi
-
             W, _ = self._group_constants()
             dP = np.empty((values["Z"].shape[0], self.output_dim))
             for g, gb in zip(self.observation_groups, groups):
@@ -354,8 +359,6 @@ class CollapsedModel(LatentVariableModel):
                 mean[:, cols] = Ks @ post.alpha
                 var[:, cols] = (np.maximum(v, 0.0) + noise)[:, None]
             return mean + self.Y_mean, var
-        from ..infer import PointPsi
-
         point_psi = PointPsi(kern, Z)
         eye = np.eye(Z.shape[0])
         # Kmm^-1 - W^-1 = L^-T (I - B^-1) L^-1 per group: whitened, no difference of two large inverses

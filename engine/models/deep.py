@@ -76,14 +76,19 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import kernels as _kernels
-from .. import psi
+from .. import optimize, psi
 from .._cancel import checkpoint
 from .._threads import blas_pinned
-from ..bound import collapsed_bound_stats, gaussian_kl
+from ..bound import collapsed_bound_stats, gaussian_kl, gaussian_kl_rows
 from ..errors import ConfigurationError, ShapeError
-from ..infer import LatentInference, _kl_rows
+from ..infer import LatentInference, check_new_data
+from ..init import pca_variance_fractions
+from ..kernels import kernel_from_spec
+from ..linalg import start_jitter
 from ..transforms import POSITIVE, ParameterSpec
-from .base import JITTER_RELATIVE, LatentVariableModel, initial_X, validate_latent_dim
+from ._deep_projection import refine_rows, training_layers
+from .base import LatentVariableModel, initial_X, validate_latent_dim
+from .bayesian import BayesianGPLVM
 from .collapsed import add_grads, inducing_subset
 
 LOG_2PI_E = np.log(2.0 * np.pi) + 1.0
@@ -213,7 +218,6 @@ class DeepGP(LatentVariableModel):
             kern = kernels[l]
             fractions = None
             if init == "pca" and (kern is None or Xs[l] is None):
-                from ..init import pca_variance_fractions
 
                 fractions = pca_variance_fractions(outputs, Q)
             if kern is None:
@@ -320,7 +324,7 @@ class DeepGP(LatentVariableModel):
         """1e-8 of the largest mean diagonal of the layers' Kmm (one jitter for all layers)."""
         scale = max(float(np.mean(self.kernel_at(values, l).K_diag(self.layer_values(values, l)["Z"])))
                     for l in range(self.num_layers))
-        return JITTER_RELATIVE * max(scale, 1e-300)
+        return start_jitter(scale)
 
     def _layer_terms(self, values):
         """Per layer: (kernel, psi statistics, Kmm, LayerBound), all at one jitter."""
@@ -386,10 +390,8 @@ class DeepGP(LatentVariableModel):
     # ---- fitting ---------------------------------------------------------------------------
     def fit(self, **fit_kwargs):
         """:func:`engine.fit` with every layer's noise held during the warm-up (``warm_up_fixed``)."""
-        from ..optimize import fit
-
         fit_kwargs.setdefault("warm_up_fixed", self.noise_names)
-        return fit(self, **fit_kwargs)
+        return optimize.fit(self, **fit_kwargs)
 
     def snapshot_state(self) -> dict:
         """Snapshots report the top layer's latents and relevance; every layer is in ``parameters``."""
@@ -405,7 +407,6 @@ class DeepGP(LatentVariableModel):
         return self._cached(self._build_layer_models)
 
     def _build_layer_models(self, values) -> list:
-        from .bayesian import BayesianGPLVM
 
         models = []
         for l in range(self.num_layers):
@@ -498,8 +499,6 @@ class DeepGP(LatentVariableModel):
         added at these q(x*_l), nats (Titsias & Lawrence 2010, eq. 20, for the
         deep bound).
         """
-        from ..infer import check_new_data
-        from ._deep_projection import refine_rows, training_layers
 
         greedy = self.infer_layers(Ynew, observed=observed, **options)
         starts = [(r.mean, r.variance) for r in greedy]
@@ -526,7 +525,7 @@ class DeepGP(LatentVariableModel):
         H = self.num_layers
         density = np.zeros(len(results[0]))
         for l, r in enumerate(results):
-            density += r.log_density + _kl_rows(r.mean, r.variance)  # the layer's data term alone
+            density += r.log_density + gaussian_kl_rows(r.mean, r.variance)  # the layer's data term alone
             if l > 0:
                 beta = 1.0 / float(values[self._prefix(l) + "noise_variance"])
                 density -= 0.5 * beta * np.sum(results[l - 1].variance, axis=1)
@@ -564,7 +563,6 @@ class DeepGP(LatentVariableModel):
         """Rebuild from the arrays of :func:`engine.io.save_model` (KeyError when one is missing)."""
         import json
 
-        from ..kernels import kernel_from_spec
 
         dims = [int(q) for q in arrays["layer_dims"]]
         kernels = [kernel_from_spec(s) for s in json.loads(str(arrays["layer_kernel_specs"]))]

@@ -12,10 +12,10 @@ import numpy as np
 from scipy.linalg import blas
 
 from .._threads import blas_pinned
-from ..bound import FactorisationError
 from ..errors import UnsupportedOperationError
-from ..linalg import check_finite, chol_inverse, chol_solve, logdet_from_chol, tri_solve, try_cholesky
+from ..linalg import check_finite, chol_inverse, chol_solve, cholesky, logdet_from_chol, tri_solve
 from .base import LatentVariableModel, initial_X
+from .projection import PointProjection
 
 LOG_2PI = np.log(2.0 * np.pi)
 
@@ -59,14 +59,9 @@ class GPLVM(LatentVariableModel):
         Kn = check_finite(kern.K(X), "kernel matrix K")
         Kn[np.diag_indices_from(Kn)] += noise
 
-        def factorise(jitter):
-            L = try_cholesky(Kn + jitter * np.eye(Kn.shape[0]) if jitter else Kn)
-            if L is None:
-                raise FactorisationError("K + noise I is not numerically positive definite.")
-            return L, jitter
-
-        L, jitter = self._with_jitter(factorise, float(np.mean(np.diag(Kn))), "kernel matrix K + noise I")
-        return kern, ExactPosterior(X, L, chol_solve(L, self.Y), noise, jitter)
+        what = "kernel matrix K + noise I"
+        L = self._with_jitter(lambda jitter: cholesky(Kn, jitter, what), float(np.mean(np.diag(Kn))), what)
+        return kern, ExactPosterior(X, L, chol_solve(L, self.Y), noise, self.jitter)
 
     def _evaluate(self, values):
         kern, post = self._factor(values)
@@ -112,3 +107,9 @@ class GPLVM(LatentVariableModel):
         if include_noise:
             var = var + post.noise_variance
         return mean, np.repeat(var[:, None], self.output_dim, axis=1)
+
+    def projection_problem(self, Yc, mask):
+        """The MAP point of each new row under the predictive density plus the prior
+        (:class:`~engine.models.projection.PointProjection`); Yc (n, D) centred, 0 where ``mask`` is False."""
+        post = self.posterior()
+        return PointProjection(self.kernel, post.X, post.L, None, post.alpha, post.noise_variance, post.X, Yc, mask)

@@ -40,12 +40,15 @@ from .. import psi
 from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..bound import gaussian_kl
-from ..errors import ConfigurationError, NumericalError, ShapeError
+from ..errors import ConfigurationError, ShapeError
+from ..linalg import start_jitter
 from ..transforms import POSITIVE, ParameterSpec
 from ..validation import real_matrix
 from ._shared import static_bayesian, view_backward, view_forward
-from .base import JITTER_RELATIVE, LatentVariableModel, initial_X, validate_latent_dim
+from .base import LatentVariableModel, initial_X, validate_latent_dim
+from .bayesian import CollapsedRowTerm
 from .collapsed import inducing_subset
+from .projection import QxProjection
 
 
 def view_prefix(v: int) -> str:
@@ -199,7 +202,7 @@ class MRD(LatentVariableModel):
         """1e-8 of the largest mean diagonal of the views' Kmm: one jitter for every view."""
         scale = max(float(np.mean(self.kernel_at(values, v).K_diag(values[view_prefix(v) + "Z"])))
                     for v in range(self.num_views))
-        return JITTER_RELATIVE * max(scale, 1e-300)
+        return start_jitter(scale)
 
     def _terms(self, values):
         """[(kernel, Z, (psi stats, CollapsedBound))] of every view, at one jitter for all."""
@@ -285,77 +288,19 @@ class MRD(LatentVariableModel):
         Without ``view``, Ynew holds all views side by side (n, sum D_v), and
         each row's q(x*) maximises the sum over views of that view's bound
         difference F_v(X, x*) - F_v(X) on the row's observed entries, minus
-        one KL (:meth:`_infer_joint`); ``prediction`` then covers every view.
+        one KL (:meth:`projection_problem`); ``prediction`` then covers every view.
         """
         if view is not None:
             return self.view_model(view).infer_latent(Ynew, observed=observed, **options)
-        return self._infer_joint(Ynew, observed, **options)
+        return super().infer_latent(Ynew, observed=observed, **options)
 
-    def _infer_joint(self, Ynew, observed=None, *, num_starts=5, num_optimised=2, max_iters=300, gtol=1e-5,
-                     ftol=2.2e-9):
-        """The projection of :func:`engine.infer.infer_latent` with one term per view sharing q(x*)."""
-        from ..infer import BayesianProjection, LatentInference, _kl_rows, check_new_data, minimize_rows
-
-        model = self.copy()
-        Y, mask = check_new_data(model, Ynew, observed)
-        Yc = np.where(mask, Y - model.Y_mean, 0.0)
-        n, Q = Y.shape[0], model.latent_dim
-        used = [v for v, sl in enumerate(model.view_slices) if mask[:, sl].any()]
-        problems = [BayesianProjection(model.view_model(v), Yc[:, model.view_slices[v]],
-                                       mask[:, model.view_slices[v]]) for v in used]
-
-        def value_and_grad(rows, theta, with_grad=True):
-            # each view's value carries the KL of q(x*) once: keep one of them
-            mu, S = theta[:, :Q], POSITIVE.forward(theta[:, Q:])
-            kl = 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)
-            dkl = np.concatenate([mu, 0.5 * (1.0 - 1.0 / S) * POSITIVE.grad_factor(theta[:, Q:])], axis=1)
-            value, grad = -kl * (1 - len(problems)), dkl * (len(problems) - 1) if with_grad else None
-            for problem in problems:
-                v_, g_ = problem.value_and_grad(rows, theta, with_grad=with_grad)
-                value = value + v_
-                if with_grad:
-                    grad = grad + g_
-            return value, grad
-
-        # starts: the q(x_n) of the training rows nearest on the observed entries, and the prior
-        mf = mask.astype(float)
-        T = model.Y
-        dist = mf @ (T * T).T - 2.0 * (Yc * mf) @ T.T
-        K = int(min(max(1, num_starts), model.num_data))
-        cand = np.argsort(dist, axis=1, kind="stable")[:, :K]
-        values = model.parameters
-        starts = np.concatenate([values["X_mean"][cand.ravel()],
-                                 POSITIVE.inverse(values["X_variance"][cand.ravel()])], axis=1).reshape(n, K, 2 * Q)
-        prior = np.hstack([np.zeros((n, Q)), np.full((n, Q), float(POSITIVE.inverse(1.0)))])
-        theta_all = np.concatenate([starts, prior[:, None, :]], axis=1).reshape(n * (K + 1), 2 * Q)
-        K += 1
-        rows_all = np.repeat(np.arange(n), K)
-        keep = int(min(max(1, num_optimised), K))
-        score, _ = value_and_grad(rows_all, theta_all, with_grad=False)
-        score = np.where(np.isfinite(score), score, -np.inf).reshape(n, K)
-        chosen = (np.arange(n)[:, None] * K + np.argsort(-score, axis=1, kind="stable")[:, :keep]).ravel()
-        rows, theta0 = rows_all[chosen], theta_all[chosen]
-        scale = problems[0].scales(theta0)
-
-        def negative(idx, U):
-            v_, g_ = value_and_grad(rows[idx], theta0[idx] + scale[idx] * U)
-            return -v_, -g_ * scale[idx]
-
-        res = minimize_rows(negative, np.zeros_like(theta0), max_iters=max_iters, gtol=gtol, ftol=ftol)
-        fvals = np.where(np.isfinite(res.f), res.f, np.inf).reshape(n, keep)
-        pick = np.argmin(fvals, axis=1)
-        if not np.all(np.isfinite(fvals[np.arange(n), pick])):
-            raise NumericalError("Projection failed: the objective is not finite at any start of some rows.")
-        theta = (theta0 + scale * res.x)[np.arange(n) * keep + pick]
-        mean, variance = theta[:, :Q].copy(), POSITIVE.forward(theta[:, Q:])
-        density = np.zeros(n)
-        for problem in problems:
-            problem.value_and_grad(np.arange(n), theta, with_grad=False)
-            density += problem.last_density
-        density -= _kl_rows(mean, variance)  # one KL for the shared q(x*) (eq. 20)
-        pred, pred_var = model.predict(mean, variance, include_noise=True)
-        return LatentInference(mean=mean, variance=variance, log_density=density, observed=mask,
-                               prediction=pred, prediction_variance=pred_var)
+    def projection_problem(self, Yc, mask):
+        """The views' row terms F_v(X, x*) - F_v(X) on their observed entries, summed, minus one KL of the
+        shared q(x*); Yc (n, sum D_v) centred new rows, 0 where ``mask`` is False."""
+        values = self.parameters
+        terms = [CollapsedRowTerm(self.view_model(v), self.view_model(v).parameters, Yc[:, sl], mask[:, sl])
+                 for v, sl in enumerate(self.view_slices) if mask[:, sl].any()]
+        return QxProjection(terms, values["X_mean"], values["X_variance"])
 
     def snapshot_state(self) -> dict:
         values = self.parameters

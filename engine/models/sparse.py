@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..linalg import chol_solve
 from .base import initial_X
-from .collapsed import CollapsedModel, add_grads, inducing_subset
+from .collapsed import CollapsedModel, add_grads, collapsed_cholesky, inducing_subset
 from .gplvm import log_prior
+from .projection import PointProjection
 
 
 class SparseGPLVM(CollapsedModel):
@@ -53,3 +55,16 @@ class SparseGPLVM(CollapsedModel):
     def _latent_term(self, values):
         value, dX = log_prior(values["X_mean"])
         return value, {"X_mean": dX}
+
+    def projection_problem(self, Yc, mask):
+        """The MAP point of each new row under the predictive density plus the prior
+        (:class:`~engine.models.projection.PointProjection`); Yc (n, D) centred, 0 where ``mask`` is False."""
+        values = self.parameters
+        kern = self.kernel_at(values)
+        X, Z = values["X_mean"], values["Z"]
+        beta = 1.0 / float(values["noise_variance"])
+        Knm = kern.K(X, Z)
+        L, LB = collapsed_cholesky(kern.K(Z), self.jitter, beta, Knm.T @ Knm, type(self).__name__)
+        LW = L @ LB
+        alpha = beta * chol_solve(LW, Knm.T @ self.Y)
+        return PointProjection(kern, Z, L, LW, alpha, 1.0 / beta, X, Yc, mask)

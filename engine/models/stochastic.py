@@ -56,15 +56,18 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import kernels as _kernels
-from .. import psi
+from .. import optimize, psi
 from .._cancel import checkpoint
 from .._threads import blas_pinned, single_blas_thread
-from ..bound import FactorisationError, cholesky_backward
+from ..bound import cholesky_backward, gaussian_kl_rows
+from ..linalg import FactorisationError, chol_inverse, cholesky, start_jitter, tri_solve, try_cholesky
 from ..errors import ConfigurationError, ShapeError
-from ..linalg import chol_inverse, tri_solve, try_cholesky
-from ..transforms import IDENTITY, POSITIVE, ParameterPacker, ParameterSpec, Softplus
-from .base import JITTER_RELATIVE, LatentVariableModel, validate_latent_dim
+from ..psi.point import PointPsi
+from ..transforms import POSITIVE, ParameterPacker, ParameterSpec, Softplus
+from ..validation import check_finite_rows, fraction, integer, positive_number, real_matrix
+from .base import LatentVariableModel, validate_latent_dim
 from .collapsed import add_grads, inducing_subset
+from .projection import QxProjection
 
 LOG_2PI = np.log(2.0 * np.pi)
 
@@ -261,10 +264,6 @@ class _LogSteps:
         return out
 
 
-def _kl_rows(mu, S):
-    return 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)
-
-
 # ------------------------------------------------------------------ the model
 
 
@@ -296,11 +295,11 @@ class StochasticBayesianGPLVM(LatentVariableModel):
                 "StochasticBayesianGPLVM takes no backend: each SVI step works on one minibatch of rows, "
                 "too little to ship to a cluster and back per step. For a dask cluster use "
                 "BayesianGPLVM(Y, ..., backend=engine.DaskBackend(client)); train this model in-process.")
-        self.data = _check_data(Y)
+        self.data = real_matrix(Y, load=False)  # a memmap stays a memmap: its rows are read chunk by chunk
         self.latent_dim = validate_latent_dim(latent_dim)
         self.num_data, self.output_dim = (int(s) for s in self.data.shape)
-        self.batch_size = _positive_int(batch_size, "batch_size")
-        self.chunk_size = _positive_int(chunk_size, "chunk_size")
+        self.batch_size = integer(batch_size, "batch_size")
+        self.chunk_size = integer(chunk_size, "chunk_size")
         self.seed = seed
         self.Y_mean, cov, trYY = self._moments()
         self._trYY = trYY
@@ -372,11 +371,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         scatter = np.zeros((D, D))
         for a, b in self._chunks():
             block = np.asarray(self.data[a:b], dtype=np.float64)
-            if not np.all(np.isfinite(block)):
-                bad = int(block.size - np.count_nonzero(np.isfinite(block)))
-                raise ShapeError(f"Expected Y to be finite, got {bad} NaN or infinite value(s) in rows {a}..{b - 1} "
-                                 "instead. The stochastic model does not handle missing values; remove or "
-                                 "impute them first.")
+            check_finite_rows(block, "Y", a, "The stochastic model does not handle missing values; remove or "
+                                             "impute them first.")
             if shift is None:
                 shift = block.mean(axis=0)
             centred = block - shift
@@ -435,7 +431,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     # ---- parameters -------------------------------------------------------------
     def _base_jitter(self, values):
         Kdiag = self.kernel_at(values).K_diag(values["Z"])
-        return JITTER_RELATIVE * max(float(np.mean(Kdiag)), 1e-300)
+        return start_jitter(np.mean(Kdiag))
 
     def begin_fit(self) -> None:
         with self._lock:
@@ -486,20 +482,15 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         """chol(Kmm + jitter I), the jitter escalated (logged) if the factorisation fails."""
         Kmm = kern.K(Z)
 
-        def factorise(jitter):
-            L = try_cholesky(Kmm + jitter * np.eye(Kmm.shape[0]) if jitter else Kmm)
-            if L is None:
-                raise FactorisationError("Kmm is not numerically positive definite.")
-            return L
-
-        return self._with_jitter(factorise, float(np.mean(np.diag(Kmm))), "inducing-point kernel matrix Kmm")
+        what = "inducing-point kernel matrix Kmm"
+        return self._with_jitter(lambda jitter: cholesky(Kmm, jitter, what), float(np.mean(np.diag(Kmm))), what)
 
     def _batch_stats(self, kern, Z, rows, mu, S, scale=1.0, Yb=None):
         """(SuffStats of the rows scaled by ``scale``, centred Y of the rows (B, D))."""
         Yb = self._read(rows) if Yb is None else Yb
         st = psi.compute(kern, Z, mu, S)
         stats = SuffStats(scale * st.psi0, scale * (st.Psi1.T @ Yb), scale * st.Psi2,
-                          scale * float(np.sum(Yb * Yb)), scale * float(np.sum(_kl_rows(mu, S))))
+                          scale * float(np.sum(Yb * Yb)), scale * float(np.sum(gaussian_kl_rows(mu, S))))
         return stats, Yb
 
     def _full_stats(self, values, kern):
@@ -671,10 +662,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     # ---- SVI ----------------------------------------------------------------------
     def fit(self, **fit_kwargs):
         """Train with :func:`engine.fit` (SVI unless ``optimizer=`` says otherwise)."""
-        from ..optimize import fit
-
         fit_kwargs.setdefault("optimizer", self.default_optimizer)
-        return fit(self, **fit_kwargs)
+        return optimize.fit(self, **fit_kwargs)
 
     def fit_svi(self, max_iters=1000, callback=None, stop=None, pause=None, *, batch_size=None,
                 learning_rate=0.02, final_learning_rate=None, natgrad_step=0.3, final_natgrad_step=None,
@@ -735,22 +724,17 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         """
         from ..optimize import FitResult, Snapshot
 
-        if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 0:
-            raise ConfigurationError(f"Expected max_iters to be a non-negative integer, got {max_iters!r} instead.")
-        B = min(self.num_data, _positive_int(self.batch_size if batch_size is None else batch_size, "batch_size"))
-        for name, value, low, high in (("natgrad_step", natgrad_step, 0.0, 1.0), ("local_step", local_step, 0.0, 1.0)):
-            if not (low < float(value) <= high):
-                raise ConfigurationError(f"Expected {name} in (0, 1], got {value!r} instead.")
-        if not learning_rate > 0:
-            raise ConfigurationError(f"Expected learning_rate > 0, got {learning_rate!r} instead.")
+        max_iters = integer(max_iters, "max_iters", minimum=0)
+        B = min(self.num_data, integer(self.batch_size if batch_size is None else batch_size, "batch_size"))
+        natgrad_step = fraction(natgrad_step, "natgrad_step")
+        local_step = fraction(local_step, "local_step")
+        learning_rate = positive_number(learning_rate, "learning_rate")
         if final_learning_rate is None:
             final_learning_rate = learning_rate / 4.0
         if final_natgrad_step is None:
             final_natgrad_step = float(natgrad_step)
-        if not final_learning_rate > 0:
-            raise ConfigurationError(f"Expected final_learning_rate > 0, got {final_learning_rate!r} instead.")
-        if final_natgrad_step is not None and not (0.0 < float(final_natgrad_step) <= 1.0):
-            raise ConfigurationError(f"Expected final_natgrad_step in (0, 1], got {final_natgrad_step!r} instead.")
+        final_learning_rate = positive_number(final_learning_rate, "final_learning_rate")
+        final_natgrad_step = fraction(final_natgrad_step, "final_natgrad_step")
         rho_decay = 1.0 if final_natgrad_step is None or max_iters < 2 else \
             (float(final_natgrad_step) / float(natgrad_step)) ** (1.0 / (max_iters - 1))
         decay = 1.0 if final_learning_rate is None or max_iters < 2 else \
@@ -758,13 +742,13 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         b1, b2 = (float(b) for b in betas)
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ConfigurationError(f"Expected betas in [0, 1), got {betas!r} instead.")
-        local_iters = _positive_int(local_iters, "local_iters")
+        local_iters = integer(local_iters, "local_iters")
         if positive_steps not in ("log", "free"):
             raise ConfigurationError(f"Expected positive_steps 'log' or 'free', got {positive_steps!r} instead.")
         if local_optimizer not in ("natgrad", "adam"):
             raise ConfigurationError(f"Expected local_optimizer 'natgrad' or 'adam', got {local_optimizer!r} instead.")
         local_adam = local_optimizer == "adam"
-        local_lr = _positive_number(0.5 if local_learning_rate is None else local_learning_rate, "local_learning_rate")
+        local_lr = positive_number(0.5 if local_learning_rate is None else local_learning_rate, "local_learning_rate")
         if local_adam:  # per-row Adam moments: twice the size of the local parameters, for this fit only
             a1 = np.zeros((self.num_data, 2 * self.latent_dim))
             a2 = np.zeros_like(a1)
@@ -944,8 +928,6 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         S = self._check_points(Xnew_variance, "Xnew_variance")
         if S.shape != Xnew.shape or np.any(S <= 0):
             raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
-        from ..infer import PointPsi
-
         psi0, Psi1, Psi2 = PointPsi(kern, Z).forward(Xnew, S)
         Kinv = chol_inverse(L)
         Sw = Rw @ Rw.T
@@ -956,7 +938,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         return mean + self.Y_mean, var
 
     # ---- projection of new rows ---------------------------------------------------------
-    def _nearest_rows(self, Yc, mask, count):
+    def nearest_rows(self, Yc, mask, count):
         """Indices (n, count) of the training rows nearest to each new row on its observed entries (chunked)."""
         n = Yc.shape[0]
         count = int(min(max(1, count), self.num_data))
@@ -973,73 +955,37 @@ class StochasticBayesianGPLVM(LatentVariableModel):
             best_i = np.take_along_axis(i, keep, axis=1)
         return best_i
 
-    def infer_latent(self, Ynew, observed=None, *, num_starts=5, num_optimised=2, max_iters=300, gtol=1e-5,
-                     ftol=2.2e-9, memory=10):
-        """q(x*) for new rows Ynew (n, D) or (D,) (NaN or ``observed`` = False: unobserved), q(u) fixed.
-
-        Each row maximises its own bound E_q(x*) q(u)[log p(y*_O | f)] - KL(q(x*) || N(0, I))
-        over the observed entries O (batched L-BFGS, :func:`engine.infer.minimize_rows`),
-        started from the latents of the ``num_starts`` nearest training rows
-        (the best ``num_optimised`` optimised).  ``log_density`` is that bound,
-        a lower bound on log p(y*_O | q(u)).  Returns :class:`engine.LatentInference`.
-        """
-        from ..infer import LatentInference, best_of_optimised, best_starts, check_new_data, minimize_rows
-
-        Y, mask = check_new_data(self, Ynew, observed)
-        model = self.copy()
-        Yc = np.where(mask, Y - model.Y_mean, 0.0)
-        problem = _RowProjection(model, Yc, mask)
-        n = Y.shape[0]
-        cand = model._nearest_rows(Yc, mask, max(1, int(num_starts)))
-        K = cand.shape[1]
-        keep = int(min(max(1, num_optimised), K))
-        mu_v, s_v = model._local_views()
-        flat = cand.ravel()
-        rows, theta0 = best_starts(problem, np.concatenate([mu_v[flat], s_v[flat]], axis=1), n, K, keep)
-        Q = self.latent_dim
-        scale = np.concatenate([np.sqrt(POSITIVE.forward(theta0[:, Q:])), np.ones((theta0.shape[0], Q))], axis=1)
-
-        def negative(i, U):
-            v, g = problem.value_and_grad(rows[i], theta0[i] + scale[i] * U)
-            return -v, -g * scale[i]
-
-        res = minimize_rows(negative, np.zeros_like(theta0), max_iters=max_iters, memory=memory, gtol=gtol,
-                            ftol=ftol)
-        winners, _ = best_of_optimised(res, n, keep)
-        theta = (theta0 + scale * res.x)[winners]
-        mean, variance = theta[:, :Q].copy(), POSITIVE.forward(theta[:, Q:])
-        density, _ = problem.value_and_grad(np.arange(n), theta, with_grad=False)
-        pred, pred_var = model.predict(mean, variance, include_noise=True)
-        return LatentInference(mean=mean, variance=variance, log_density=density, observed=mask,
-                               prediction=pred, prediction_variance=pred_var)
-
-    def log_density(self, Ynew, observed=None, **options):
-        """(n,) the projected rows' bounds on log p(y*_O | q(u)), nats; see :meth:`infer_latent`."""
-        return self.infer_latent(Ynew, observed=observed, **options).log_density
+    def projection_problem(self, Yc, mask):
+        """q(x*) of new rows with every global parameter fixed: each row's own bound
+        E_q(x*) q(u)[log p(y*_O | f)] - KL(q(x*) || N(0, I)) over its observed entries O
+        (:class:`_RowTerm`), a lower bound on log p(y*_O | q(u)) reported as ``log_density``.
+        Yc (n, D) centred new rows, 0 where ``mask`` (n, D) is False."""
+        with self._lock:
+            mu_v, s_v = self._local_views()
+            mu, S = mu_v.copy(), POSITIVE.forward(s_v)
+        return QxProjection([_RowTerm(self, Yc, mask)], mu, S)
 
     def __repr__(self):
         return (f"{type(self).__name__}(N={self.num_data}, D={self.output_dim}, Q={self.latent_dim}, "
                 f"M={self.num_inducing}, batch_size={self.batch_size}, kernel={self._kernel!r})")
 
 
-class _RowProjection:
-    """Per-row bound of new rows with every global parameter fixed.
+class _RowTerm:
+    """Per-row expected log-likelihood of new rows with every global parameter fixed (no KL).
 
     For row n with observed mask o (|O| = Dn entries), centred y:
 
-        F_n = Dn/2 log(beta / 2 pi) - beta/2 sum_O y^2 + beta Psi1_n . h_n - beta Dn/2 psi0_n
-              + <G_n, Psi2_n> - KL(q(x_n)),
+        E_n = Dn/2 log(beta / 2 pi) - beta/2 sum_O y^2 + beta Psi1_n . h_n - beta Dn/2 psi0_n
+              + <G_n, Psi2_n>,
         h_n = Mw (o * y_n), G_n = beta Dn/2 (Kmm^-1 - Sw) - beta/2 Mw diag(o) Mw^T,
 
-    with Mw = L^-T m, Sw = L^-T S L^-1.  ``value_and_grad(rows, theta)``:
-    theta (r, 2Q) = [mu, unconstrained variances]; values (r,), gradients (r, 2Q).
+    with Mw = L^-T m, Sw = L^-T S L^-1.  A data term of
+    :class:`~engine.models.projection.QxProjection`:
+    ``value_and_grad(rows, mu, S, with_grad)`` -> values (r,), d/dmu (r, Q), d/dS (r, Q).
     """
 
     def __init__(self, model, Yc, mask):
-        from ..infer import PointPsi
-
         kern, Z, L, Mw, Rw, beta = model._posterior()
-        self.Q = model.latent_dim
         self.beta = beta
         self.point_psi = PointPsi(kern, Z)
         mf = mask.astype(float)
@@ -1050,53 +996,24 @@ class _RowProjection:
         self.Mw = Mw
         self.mf = mf
 
-    def value_and_grad(self, rows, theta, *, with_grad=True):
-        Q, beta = self.Q, self.beta
-        mu = np.ascontiguousarray(theta[:, :Q])
-        S = POSITIVE.forward(theta[:, Q:])
+    def value_and_grad(self, rows, mu, S, with_grad=True):
+        beta = self.beta
         Dn, s, h, mf = self.Dn[rows], self.s[rows], self.h[rows], self.mf[rows]
         psi0, Psi1, Psi2 = self.point_psi.forward(mu, S)
         PM = np.einsum("nmk,kd->nmd", Psi2, self.Mw)  # Psi2_n Mw, (r, M, D)
         quad = np.einsum("md,nmd,nd->n", self.Mw, PM, mf)
         value = (0.5 * Dn * (np.log(beta) - LOG_2PI) - 0.5 * beta * s + beta * np.sum(Psi1 * h, axis=1)
                  - 0.5 * beta * Dn * psi0 + 0.5 * beta * Dn * np.einsum("nmk,mk->n", Psi2, self.KmS)
-                 - 0.5 * beta * quad - _kl_rows(mu, S))
+                 - 0.5 * beta * quad)
         if not with_grad:
-            return value, None
+            return value, None, None
         G2 = (0.5 * beta * Dn)[:, None, None] * self.KmS[None] \
             - 0.5 * beta * np.einsum("md,nd,kd->nmk", self.Mw, mf, self.Mw)
         dmu, dS = self.point_psi.backward(-0.5 * beta * Dn, beta * h, G2)
-        dmu -= mu
-        dS -= 0.5 * (1.0 - 1.0 / S)
-        dS *= POSITIVE.grad_factor(theta[:, Q:])
-        value = np.where(np.isfinite(value), value, -np.inf)
-        return value, np.concatenate([dmu, dS], axis=1)
+        return value, dmu, dS
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _positive_int(value, name) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigurationError(f"Expected {name} as a positive integer, got {value!r} instead.")
-    return int(value)
-
-
-def _positive_number(value, name) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise ConfigurationError(f"Expected {name} > 0, got {value!r} instead.")
-    return float(value)
-
-
-def _check_data(Y):
-    """Y as given when it is a numeric 2-D numpy array (a memmap stays a memmap), else as an array."""
-    if not isinstance(Y, np.ndarray):
-        Y = np.asarray(Y)
-    if Y.dtype == bool or not (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)):
-        raise ShapeError(f"Expected Y to be a real numeric array, got dtype {Y.dtype} instead.")
-    if Y.ndim != 2 or Y.shape[0] < 2 or Y.shape[1] < 1:
-        raise ShapeError(f"Expected Y to be 2-D with shape (N, D), N >= 2, D >= 1, got shape {Y.shape} instead.")
-    return Y
 
 
 __all__ = ["StochasticBayesianGPLVM", "SuffStats", "UncollapsedBound", "WhitenedPosterior", "optimal_q", "uncollapsed_bound"]

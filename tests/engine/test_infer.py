@@ -4,7 +4,9 @@ import pytest
 from scipy import optimize, stats
 
 import engine
-from engine import infer, kernels, psi, single_blas_thread
+from engine import infer, kernels, psi, row_optimize, single_blas_thread
+from engine.models.projection import PointProjection
+from engine.psi import point as point_psi
 from engine.bound import collapsed_bound, gaussian_kl
 from engine.transforms import POSITIVE
 from gradcheck import check_grad
@@ -91,7 +93,7 @@ def test_point_psi_statistics_sum_to_the_engine_psi_statistics(kernel_name):
     rng = np.random.default_rng(3)
     mu = rng.normal(size=(5, 3))
     S = rng.uniform(0.05, 1.0, size=(5, 3))
-    psi0, Psi1, Psi2 = infer.PointPsi(kern, values["Z"]).forward(mu, S)
+    psi0, Psi1, Psi2 = point_psi.PointPsi(kern, values["Z"]).forward(mu, S)
     ref = psi.compute(kern, values["Z"], mu, S)
     np.testing.assert_allclose(psi0.sum(), ref.psi0, rtol=1e-12)
     np.testing.assert_allclose(Psi1, ref.Psi1, rtol=1e-10, atol=1e-12)
@@ -113,11 +115,11 @@ def test_point_psi_gradients_match_the_generic_per_point_path(kernel_name, monke
     G1 = rng.normal(size=(4, values["Z"].shape[0]))
     G2 = rng.normal(size=(4,) + (values["Z"].shape[0],) * 2)
     G2 = G2 + G2.transpose(0, 2, 1)
-    fast = infer.PointPsi(kern, values["Z"])
+    fast = point_psi.PointPsi(kern, values["Z"])
     fast.forward(mu, S)
     dmu, dS = fast.backward(G0, G1, G2)
-    monkeypatch.setattr(infer, "_POINT_FAMILIES", {})  # every family through engine.psi, one point at a time
-    slow = infer.PointPsi(kern, values["Z"])
+    monkeypatch.setattr(point_psi, "_POINT_FAMILIES", {})  # every family through engine.psi, one point at a time
+    slow = point_psi.PointPsi(kern, values["Z"])
     p0, P1, P2 = slow.forward(mu, S)
     dmu_ref, dS_ref = slow.backward(G0, G1, G2)
     np.testing.assert_allclose(dmu, dmu_ref, rtol=1e-8, atol=1e-10)
@@ -131,7 +133,7 @@ def test_point_psi_gradients_match_the_generic_per_point_path(kernel_name, monke
 def test_bayesian_objective_is_the_augmented_bound_minus_the_training_bound(kernel_name):
     model = random_bayesian(kernel_name)
     Yc, mask = checked(model, new_rows(model))
-    problem = infer.BayesianProjection(model, Yc, mask)
+    problem = model.projection_problem(Yc, mask)
     rng = np.random.default_rng(5)
     mu = rng.normal(size=(4, 3))
     S = rng.uniform(0.05, 1.5, size=(4, 3))
@@ -147,7 +149,7 @@ def test_bayesian_objective_is_the_augmented_bound_minus_the_training_bound(kern
 def test_bayesian_objective_gradient_matches_finite_differences(kernel_name):
     model = random_bayesian(kernel_name)
     Yc, mask = checked(model, new_rows(model))
-    problem = infer.BayesianProjection(model, Yc, mask)
+    problem = model.projection_problem(Yc, mask)
     rng = np.random.default_rng(6)
     theta = np.hstack([rng.normal(size=(4, 3)), rng.normal(size=(4, 3))])
     rows = np.arange(4)
@@ -181,8 +183,8 @@ def test_point_objective_is_the_predictive_density_plus_prior_and_its_gradient_i
     model = point_model_set[name]
     Ynew = new_rows(model)
     Yc, mask = checked(model, Ynew)
-    problem = infer.projection_problem(model, Yc, mask)
-    assert isinstance(problem, infer.PointProjection)
+    problem = model.projection_problem(Yc, mask)
+    assert isinstance(problem, PointProjection)
     rng = np.random.default_rng(7)
     X = rng.normal(size=(4, 2))
     value, grad = problem.value_and_grad(np.arange(4), X)
@@ -217,11 +219,11 @@ def test_minimize_rows_solves_each_row_as_if_alone():
         return f, g
 
     x0 = rng.normal(size=(k, d)) * 0.5
-    together = infer.minimize_rows(rosen, x0, max_iters=500, gtol=1e-8)
+    together = row_optimize.minimize_rows(rosen, x0, max_iters=500, gtol=1e-8)
     assert np.all(together.converged)
     np.testing.assert_allclose(together.x, shifts + 1.0, atol=1e-5)
     for i in range(k):
-        alone = infer.minimize_rows(lambda rows, X, i=i: rosen(rows + i, X), x0[i:i + 1], max_iters=500, gtol=1e-8)
+        alone = row_optimize.minimize_rows(lambda rows, X, i=i: rosen(rows + i, X), x0[i:i + 1], max_iters=500, gtol=1e-8)
         np.testing.assert_allclose(alone.x[0], together.x[i], atol=1e-10)
         assert alone.iterations[0] == together.iterations[i]
 
@@ -373,10 +375,10 @@ def test_point_model_projection_is_a_batched_map_estimate(name, trained_point_mo
     np.testing.assert_array_equal(result.variance, 0.0)
     # a stationary point of the MAP objective, at least as good as every start
     Yc, mask = checked(model, Ynew)
-    problem = infer.projection_problem(model, Yc, mask)
+    problem = model.projection_problem(Yc, mask)
     value, grad = problem.value_and_grad(np.arange(6), result.mean)
     assert np.max(np.abs(grad)) < 1e-3
-    starts = infer._nearest_training_rows(model, Yc, mask, 5)
+    starts = model.nearest_rows(Yc, mask, 5)
     for k in range(starts.shape[1]):
         at_start, _ = problem.value_and_grad(np.arange(6), model.X_mean[starts[:, k]])
         assert np.all(value >= at_start - 1e-8)
@@ -452,7 +454,7 @@ def test_objective_of_a_model_trained_with_missing_values_is_the_difference_of_m
     Ynew = manifold_data(N=N + 3, D=D, seed=5)[N:]
     Ynew[1, [1, 4]] = np.nan
     Yc, mask = checked(model, Ynew)
-    problem = infer.BayesianProjection(model, Yc, mask)
+    problem = model.projection_problem(Yc, mask)
     mu = rng.normal(size=(3, Q))
     S = rng.uniform(0.05, 0.8, size=(3, Q))
     theta = np.hstack([mu, POSITIVE.inverse(S)])

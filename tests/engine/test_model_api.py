@@ -196,7 +196,7 @@ def test_a_failed_factorisation_raises_the_jitter_and_says_so(caplog):
     model = engine.GPLVM(rng.normal(size=(30, 3)), 1, init="random")
     assert model.jitter == 0.0
     model.set_parameters(X_mean=np.linspace(0, 0.5, 30)[:, None], noise_variance=2e-8, variance=1e10)
-    with caplog.at_level(logging.WARNING, logger="engine.models.base"):
+    with caplog.at_level(logging.WARNING, logger="engine.linalg"):
         value = model.objective()
     assert np.isfinite(value)
     assert model.jitter > 0.0

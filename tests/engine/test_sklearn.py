@@ -226,9 +226,9 @@ def test_kernel_object_is_used_and_not_modified():
 @pytest.mark.parametrize("settings, match", [
     ({"model": "pca"}, "Expected model to be one of 'gplvm', 'sparse', 'bayesian', got 'pca'"),
     ({"kernel": "cosine"}, "Expected kernel to be one of"),
-    ({"n_components": 0}, "Expected n_components to be an integer >= 1, got 0"),
-    ({"num_inducing": 2.5}, "Expected num_inducing to be an integer >= 1"),
-    ({"max_iters": -1}, "Expected max_iters to be an integer >= 0"),
+    ({"n_components": 0}, "Expected n_components as a positive integer, got 0"),
+    ({"num_inducing": 2.5}, "Expected num_inducing as a positive integer"),
+    ({"max_iters": -1}, "Expected max_iters as a non-negative integer"),
     ({"optimizer": "newton"}, "Expected optimizer to be one of"),
     ({"init": "umap"}, "Expected init to be one of"),
     ({"kernel": kernels.RBF(3)}, "Expected a kernel with input_dim=2"),
