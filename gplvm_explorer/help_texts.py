@@ -4,8 +4,9 @@ DATA = """\
 **Data.** Each row is one data point (N rows), each column one feature (D columns).
 Pick a bundled sample or upload a CSV/TSV (header row optional), NPY or NPZ file.
 A *label column* only colours the points; it is not used for training.
-*Standardise* gives every feature zero mean and unit variance — useful when
-features have very different units.
+*Standardise* gives every feature zero mean and unit variance. It is on by default
+when the columns' spreads differ more than tenfold (different units: otherwise the
+widest column decides the map); the choice you make is kept for that data set only.
 Uploading a *saved model* (the NPZ from Export or `gplvm-explorer fit`) opens it
 ready to explore, with its data and settings, without training again."""
 

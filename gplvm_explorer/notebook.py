@@ -128,7 +128,8 @@ def explore(data, labels=None, **settings):
               name (a DataFrame's first category-dtype column by default; its
               category and text columns are offered as labels on the page).
     settings  model, kernel, bias, white, latent_dim, num_inducing, init,
-              optimizer, max_iters, seed (as on the page), standardize.
+              optimizer, max_iters, seed (as on the page), standardize (default:
+              on when the columns' spreads differ more than tenfold, as on the page).
 
     Returns the page (a Panel template): display it in Jupyter, or call
     ``.servable()`` / ``.show()``. Raises `gplvm_explorer.data.DataError`
@@ -148,12 +149,8 @@ def explore(data, labels=None, **settings):
         pn.extension("filedropper", notifications=False, design="bootstrap")
     page = create_app()
     ex = page.explorer
-    if "standardize" in settings:
-        import param
-
-        with param.parameterized.discard_events(ex.data):
-            ex.data.standardize = bool(settings["standardize"])
-    if not ex.data.load_given(loader, name, columns, label):
+    standardize = bool(settings["standardize"]) if "standardize" in settings else None
+    if not ex.data.load_given(loader, name, columns, label, standardize=standardize):
         ex.close()
         raise ValueError(ex.data.error or f"Could not load {name}.")
     try:

@@ -190,10 +190,15 @@ def open_model(explorer, model, name: str, labels=None, label_name: str | None =
         explorer.data.error = f"Could not open {quote(name)}: {exc}"
         return False
 
-    def loader(label_column, standardize):  # the model's data: fixed, whatever the data card says
+    standardised = dataset.scale is not None
+
+    def loader(label_column, standardize):  # the model's data, in the units it was trained in
+        if bool(standardize) != standardised:
+            raise DataError("a saved model's data stay in the units the model was trained in "
+                            f"({'standardised' if standardised else 'not standardised'}).")
         return dataset
 
-    if not explorer.data.load_given(loader, name, (), None):
+    if not explorer.data.load_given(loader, name, (), None, standardize=standardised):
         return False
     settings = explorer.settings
     for key in ("model", "kernel", "bias", "white", "latent_dim", "num_inducing", "batch_size", "optimizer"):

@@ -300,3 +300,5 @@ class SampleInfo:
     shape: tuple[int, int]
     image_shape: tuple[int, int] | None = None
     label_name: str | None = None
+    # every column in one unit (pixels, marker coordinates): never standardised by default (data.units)
+    shared_units: bool = True

@@ -132,8 +132,10 @@ def from_frame(df, label_column=None, *, name: str = "DataFrame", limits: Limits
     return _finish(raw, name, f"A pandas DataFrame ({df.shape[0]} rows, {df.shape[1]} columns)", prepare_options)
 
 
-def from_array(values, labels=None, *, name: str = "array", limits: Limits | None = None, **prepare_options):
-    """A 2-D numeric array (rows = points) -> `Dataset`; ``labels`` one per row."""
+def from_array(values, labels=None, *, name: str = "array", limits: Limits | None = None,
+               image_shape: tuple[int, int] | None = None, **prepare_options):
+    """A 2-D numeric array (rows = points) -> `Dataset`; ``labels`` one per row; ``image_shape`` (h, w)
+    when each row is an image stored row by row."""
     from .dataset import normalize_labels
 
     arr = np.asarray(values)
@@ -151,7 +153,8 @@ def from_array(values, labels=None, *, name: str = "array", limits: Limits | Non
         raise DataError("The array has one feature; a latent variable model needs at least 2.")
     raw = RawTable(values=arr.astype(np.float64), feature_names=[f"x{j + 1}" for j in range(d)],
                    labels=normalize_labels(labels, n) if labels is not None else None,
-                   label_name="label" if labels is not None else None)
+                   label_name="label" if labels is not None else None,
+                   image_shape=None if image_shape is None else tuple(image_shape))
     return _finish(raw, name, f"A NumPy array ({n} x {d})", prepare_options)
 
 

@@ -227,7 +227,6 @@ def prepare(
         if mean is not None:  # compose with an earlier standardisation
             mu, sd = mean + scale * mu, scale * sd
         mean, scale = mu, sd
-        warnings.append(f"Standardised {values.shape[1]} columns to zero mean and unit variance")
         changed = True
 
     if not changed and len(warnings) == len(dataset.warnings):

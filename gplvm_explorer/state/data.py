@@ -7,11 +7,13 @@ render it as text.
 from __future__ import annotations
 
 import logging
+import zlib
 
 import numpy as np
 import param
 
 from .. import data as data_mod
+from ..data import units
 from ..text import plain
 from .labels import LabelColouring, colour_labels
 
@@ -26,15 +28,24 @@ _LABEL_GUESSES = ("label", "labels", "class", "target", "y", "category")
 
 
 class LoadedData(param.Parameterized):
-    """The current :class:`~gplvm_explorer.data.Dataset` and how it was loaded."""
+    """The current :class:`~gplvm_explorer.data.Dataset` and how it was loaded.
+
+    The loading options a user picks (standardise) belong to the data set
+    they were picked for: the next data set starts from its own default, and
+    picking the first one again brings its choice back.  Standardising is on
+    by default when the columns' spreads differ by more than an order of
+    magnitude (:mod:`gplvm_explorer.data.units`); ``units_note`` says so.
+    """
 
     sample = param.Selector(default=None, objects=[], doc="Bundled sample, or UPLOADED_FILE.")
-    standardize = param.Boolean(default=False, doc="Scale every feature to zero mean, unit variance.")
+    standardize = param.Boolean(default=False, doc="Scale every feature to zero mean, unit variance "
+                                                   "(per data set; see the class doc).")
     label_column = param.Selector(default=NO_LABEL, objects=[NO_LABEL], doc="Column with labels (uploads).")
     dataset = param.Parameter(default=None, doc="The current Dataset (immutable).")
     labels = param.Parameter(default=None, doc="LabelColouring of the current dataset.")
     source = param.Selector(default="sample", objects=["sample", "upload"])
     upload_name = param.String(default="")
+    units_note = param.String(default="", doc="One line about the columns' units (plain text), or ''.")
     error = param.String(default="", doc="Last loading error; the previous data stays loaded.")
     locked = param.Boolean(default=False, doc="True while a training runs: loading is refused.")
     saved_model = param.Parameter(default=None, doc="(bytes, file name) of an uploaded saved model, "
@@ -45,6 +56,9 @@ class LoadedData(param.Parameterized):
         self._pending_upload: tuple[bytes, str] | None = None
         self._given = None  # (loader, name, columns) of data handed over by explore() / gplvm-explorer FILE
         self._quiet = False
+        self._key = None  # which data set is loaded (see _choices)
+        self._choices: dict[tuple, dict] = {}  # data set key -> the options the user picked for it
+        self._setting_options = False  # the options are being set to the loaded data set's, not picked
         try:
             self._samples = list(data_mod.samples())
         except Exception as exc:  # pragma: no cover - data layer broken
@@ -71,18 +85,22 @@ class LoadedData(param.Parameterized):
             self.sample = self._samples[0].name
 
     # ---- loading -------------------------------------------------------------------------
-    def load_given(self, loader, name: str, columns=(), label=None) -> bool:
+    def load_given(self, loader, name: str, columns=(), label=None, standardize: bool | None = None) -> bool:
         """Data handed over by a program (``explore(...)``, ``gplvm-explorer FILE``), not uploaded.
 
         ``loader(label_column, standardize)`` returns the `Dataset` (it is
         called again when the label column or standardisation changes);
-        ``columns`` are offered as label columns. It takes the picker's
+        ``columns`` are offered as label columns; ``standardize`` (None: the
+        data set's default) is the program's choice. It takes the picker's
         "your file" entry; on failure the current data stays.
         """
         if not self._may_load():
             return False
+        key = ("given", name)
+        if standardize is not None:
+            self._choices.setdefault(key, {})["standardize"] = bool(standardize)
         try:
-            ds = loader(label, bool(self.standardize))
+            ds, options = self._with_units(key, lambda s: loader(label, s))
         except Exception as exc:
             self._fail(exc, name)
             return False
@@ -93,14 +111,17 @@ class LoadedData(param.Parameterized):
         with param.parameterized.discard_events(self):
             self.param.label_column.objects = [NO_LABEL] + [c for c in columns if c != NO_LABEL]
             self.label_column = label if label in self.param.label_column.objects else NO_LABEL
-        self._set(ds, "upload")
+        self._set(ds, "upload", key, options)
         return True
 
     def load_sample(self, name: str) -> bool:
         if not self._may_load():
             return False
+        key = ("sample", name)
+        info = next((s for s in self._samples if s.name == name), None)
         try:
-            ds = data_mod.load_sample(name, standardize=bool(self.standardize))
+            ds, options = self._with_units(key, lambda s: data_mod.load_sample(name, standardize=s),
+                                           by_spread=info is not None and not info.shared_units)
         except Exception as exc:
             self._fail(exc, f"sample {name!r}")
             return False
@@ -108,7 +129,7 @@ class LoadedData(param.Parameterized):
             self.param.label_column.objects = [NO_LABEL]
             self.label_column = NO_LABEL
         self._show_in_picker(name)
-        self._set(ds, "sample")
+        self._set(ds, "sample", key, options)
         return True
 
     def load_upload(self, content: bytes, filename: str) -> bool:
@@ -132,8 +153,10 @@ class LoadedData(param.Parameterized):
                 self._fail(exc, filename)
                 return False
         label = self._guess_label(columns)
+        key = ("upload", filename, len(content), zlib.crc32(content))
         try:
-            ds = data_mod.load_file(content, filename, label_column=label, standardize=bool(self.standardize))
+            ds, options = self._with_units(
+                key, lambda s: data_mod.load_file(content, filename, label_column=label, standardize=s))
         except Exception as exc:
             self._fail(exc, filename)
             return False
@@ -144,10 +167,22 @@ class LoadedData(param.Parameterized):
         with param.parameterized.discard_events(self):
             self.param.label_column.objects = [NO_LABEL] + columns
             self.label_column = label if label is not None else NO_LABEL
-        self._set(ds, "upload")
+        self._set(ds, "upload", key, options)
         return True
 
     # ---- internals -----------------------------------------------------------------------
+    def _with_units(self, key: tuple, load, by_spread: bool = True) -> tuple:
+        """(Dataset, options) of the data set ``key``: ``load(standardize)`` with the user's choice
+        for it, else standardised when its columns' spreads differ tenfold (`units`; ``by_spread``
+        False: a sample whose columns share one unit)."""
+        choice = self._choices.get(key, {}).get("standardize")
+        ds = load(bool(choice))
+        if choice is not None:
+            return ds, {"standardize": bool(choice), "automatic": False, "by_spread": by_spread}
+        if by_spread and units.standardise_by_default(ds):
+            return data_mod.prepare(ds, standardize=True), {"standardize": True, "automatic": True, "by_spread": True}
+        return ds, {"standardize": False, "automatic": True, "by_spread": by_spread}
+
     def _may_load(self) -> bool:
         if self.locked:
             self.error = "Stop the training before loading other data."
@@ -161,13 +196,25 @@ class LoadedData(param.Parameterized):
             logger.exception("Unexpected error loading %s", what)
             self.error = f"Could not load {what} ({type(exc).__name__}): {exc}"
 
-    def _set(self, ds, source: str) -> None:
+    def _set(self, ds, source: str, key: tuple, options: dict) -> None:
         labels: LabelColouring = colour_labels(ds.labels, ds.n, name=ds.label_name or "")
         self.error = ""
+        self._key = key
+        self._show_options(options)
         with param.parameterized.batch_call_watchers(self):
             self.source = source
             self.labels = labels
+            self.units_note = (units.spread_note(ds, options["standardize"], options["automatic"])
+                               if options["by_spread"] else "")
             self.dataset = ds
+
+    def _show_options(self, options: dict) -> None:
+        """The option widgets show the loaded data set's options (without loading it again)."""
+        self._setting_options = True
+        try:
+            self.standardize = options["standardize"]
+        finally:
+            self._setting_options = False
 
     def _show_in_picker(self, name: str) -> None:
         if self.sample == name:
@@ -205,28 +252,37 @@ class LoadedData(param.Parameterized):
             self._show_in_picker(event.old)
 
     def _on_prepare_option(self, event):
+        if self._setting_options:
+            return
         if self.locked:
             return
+        key = self._key
+        chosen = self._choices.setdefault(key, {})
+        before = dict(chosen)
+        if event.name == "standardize":  # the user's choice for this data set
+            chosen["standardize"] = bool(event.new)
+        label = None if self.label_column == NO_LABEL else self.label_column
         if self.source == "upload" and self._pending_upload is None and self._given is not None:
             loader, name, _ = self._given
-            label = None if self.label_column == NO_LABEL else self.label_column
-            try:
-                ds = loader(label, bool(self.standardize))
-            except Exception as exc:
-                self._fail(exc, name)
-                return
-            self._set(ds, "upload")
+            what, load = name, lambda s: loader(label, s)
         elif self.source == "upload" and self._pending_upload is not None:
             content, filename = self._pending_upload
-            label = None if self.label_column == NO_LABEL else self.label_column
-            try:
-                ds = data_mod.load_file(content, filename, label_column=label, standardize=bool(self.standardize))
-            except Exception as exc:
-                self._fail(exc, filename)
-                return
-            self._set(ds, "upload")
+            what, load = filename, lambda s: data_mod.load_file(content, filename, label_column=label,
+                                                                standardize=s)
         elif self.sample and self.sample != UPLOADED_FILE:
             self.load_sample(self.sample)
+            return
+        else:
+            return
+        try:
+            ds, options = self._with_units(key, load)
+        except Exception as exc:
+            self._fail(exc, what)
+            self._choices[key] = before  # the data on show keep their options, and the widgets show them
+            if self.dataset is not None:
+                self._show_options({"standardize": self.dataset.scale is not None})
+            return
+        self._set(ds, "upload", key, options)
 
     def summary_lines(self) -> list[str]:
         """Plain-text facts about the data set (the first line is its name)."""

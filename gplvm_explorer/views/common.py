@@ -31,6 +31,8 @@ OUTLINE = {"variant": "outline"} if "variant" in pn.widgets.Button.param else {"
 #: Stylesheets for Markdown panes (their content lives in the pane's shadow root).
 SMALL_MD = "p, li { font-size: .88rem; line-height: 1.4; margin: 0 0 .25em 0; } ul { padding-left: 18px; margin: 2px 0; }"
 MUTED_MD = "p { font-size: .86rem; color: #5b6b7c; margin: 2px 0; }"
+#: A one-line note under a control (e.g. why an option is on by default).
+NOTE_MD = "p { font-size: .82rem; color: #1f5f8b; margin: 0 0 4px 0; line-height: 1.3; }"
 STATUS_STYLES = {"background": "#f6f8fb", "border": "1px solid #e2e8f0", "border-radius": "10px",
                  "padding": "4px 2px"}
 

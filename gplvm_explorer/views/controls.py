@@ -9,7 +9,7 @@ from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
 from ..training.worker import ACTIVE, Status
-from .common import (MUTED_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, on_click, plain,
+from .common import (MUTED_MD, NOTE_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, on_click, plain,
                      sync)
 
 _ACTIVE = {s.value for s in ACTIVE}
@@ -47,12 +47,15 @@ class DataPanel(pn.viewable.Viewer):
                                               value=NO_LABEL, sizing_mode="stretch_width", visible=False)
         sync(self.label_select, data, "label_column")
         self.standardize = pn.widgets.Checkbox.from_param(data.param.standardize, label="Standardise features")
+        # one line on the columns' units: why standardising is on by default, or what leaving it off does
+        self.units_note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[NOTE_MD], margin=(0, 10),
+                                       css_classes=["gx-units-note"], visible=False)
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[SMALL_MD], margin=(0, 10),
                                     css_classes=["gx-summary"])
         self.warnings = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                    css_classes=["gx-data-error"])
-        data.param.watch(self._refresh, ["dataset", "error", "label_column"])
+        data.param.watch(self._refresh, ["dataset", "error", "label_column", "units_note"])
         data.param.watch(self._on_locked, ["locked"])  # every Train click: only the widgets' state
         self._refresh()
 
@@ -79,6 +82,8 @@ class DataPanel(pn.viewable.Viewer):
         warns = list(ds.warnings) if ds is not None else []
         self.warnings.object = "\n".join(f"- {escape(w, 400)}" for w in warns)
         self.warnings.visible = bool(warns)
+        self.units_note.object = f"<p>{escape(data.units_note)}</p>" if data.units_note else ""
+        self.units_note.visible = bool(data.units_note)
         self.error.object = _alert_text(data.error)
         self.error.visible = bool(data.error)
         opts = list(data.param.label_column.objects)
@@ -96,7 +101,8 @@ class DataPanel(pn.viewable.Viewer):
             self.sample_select,
             pn.pane.HTML("<div class='gx-or'>or upload CSV / TSV / NPY / NPZ / Parquet</div>", margin=(0, 10),
                          stylesheets=[STYLESHEET]),
-            self.file_input, self.upload_hint, self.label_select, self.standardize, self.error, self.summary,
+            self.file_input, self.upload_hint, self.label_select, self.standardize, self.units_note, self.error,
+            self.summary,
             self.warnings, sizing_mode="stretch_width",
         )
 
