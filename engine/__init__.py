@@ -12,6 +12,7 @@ Pure numpy / scipy / numba; never imports a UI library.
 from . import kernels
 from .errors import (ConfigurationError, EngineError, NumericalError, OptimizationError, ParameterError, ShapeError,
                      UnsupportedKernelError, UnsupportedOperationError)
+from .geometry import Geodesic
 from .infer import LatentInference
 from .models.bayesian import BayesianGPLVM
 from .models.deep import DeepGP
@@ -25,7 +26,7 @@ from .optimize import FitResult, Snapshot, fit
 from ._threads import single_blas_thread
 
 __all__ = [
-    "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM",
+    "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM", "Geodesic",
     "LatentInference", "MRD", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
     "DaskBackend", "StochasticBayesianGPLVM", "single_blas_thread",

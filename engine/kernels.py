@@ -245,6 +245,49 @@ class Kernel:
         """``(grad_params(...), grad_X(...))`` in one call; stationary kernels share the work."""
         return self.grad_params(dL_dK, X, X2), self.grad_X(dL_dK, X, X2)
 
+    # --- derivatives w.r.t. the inputs (latent geometry) -----------------------------
+
+    def _dims(self, dims) -> np.ndarray:
+        """(q,) validated input dimensions: all Q for None, else distinct indices in [0, Q)."""
+        if dims is None:
+            return np.arange(self.input_dim)
+        try:
+            d = np.array(dims, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise ShapeError(f"Expected dims as a sequence of input dimensions, got {dims!r} instead.") from exc
+        if d.size == 0 or np.any(d < 0) or np.any(d >= self.input_dim) or np.unique(d).size != d.size:
+            raise ShapeError(f"Expected dims as distinct indices between 0 and {self.input_dim - 1}, "
+                             f"got {dims!r} instead.")
+        return d
+
+    def dK_dX(self, X, X2, dims=None) -> np.ndarray:
+        """Derivatives of K(X, X2) w.r.t. its first argument, (N, q, N2).
+
+        out[n, a, m] = d k(x_n, x2_m) / d x_{n, dims[a]} with X2 held fixed
+        (X2 None: the same points as X, still held fixed; ``dims`` None: all
+        Q inputs, q = Q).  Laid out for a contraction over
+        the N2 points.  White noise has no derivative (its cross-covariance
+        is zero).
+        """
+        X, X2 = self._inputs(X, X2)
+        return self._dK_dX(X, X if X2 is None else X2, self._dims(dims))
+
+    def d2K_dXdX2_diag(self, X, dims=None) -> np.ndarray:
+        """Mixed second derivatives d^2 k(x, x') / dx dx'^T at x' = x, (N, q, q).
+
+        The covariance of the derivative of a process with this kernel at each
+        x_n (``dims`` None: all Q inputs).  White noise contributes nothing: it
+        is no part of a differentiable function.
+        """
+        X = _as_inputs(X, self.input_dim)
+        return self._d2K_dXdX2_diag(X, self._dims(dims))
+
+    def _dK_dX(self, X, X2, dims) -> np.ndarray:
+        raise NotImplementedError
+
+    def _d2K_dXdX2_diag(self, X, dims) -> np.ndarray:
+        raise NotImplementedError
+
 
 # ----------------------------------------------------------------------------
 # stationary kernels: k(x, x') = variance * f(r2), r2 = sum_q (x_q - x'_q)^2 / l_q^2
@@ -348,6 +391,29 @@ class _Stationary(Kernel):
         g, X = self._diag_inputs(dL_dKdiag, X)
         return np.zeros_like(X)
 
+    #: -2 f'(0), f the unit profile of r2: the curvature of k at r = 0, in units of variance / l^2.
+    _curvature = 1.0
+
+    def _dk_dr2(self, XsT, X2sT) -> np.ndarray:
+        """dk/dr2 (N, N2) from scaled, transposed inputs."""
+        raise NotImplementedError
+
+    def _dK_dX(self, X, X2, dims):
+        # dk/dx_q = dk/dr2 * 2 (x_q - x2_q) / l_q^2
+        ls = self._lengthscales
+        dk = self._dk_dr2(self._scaled_T(X), self._scaled_T(X2))
+        out = np.empty((X.shape[0], dims.size, X2.shape[0]))
+        for a, q in enumerate(dims):
+            np.subtract.outer(X[:, q], X2[:, q], out=out[:, a, :])
+            out[:, a, :] *= dk
+            out[:, a, :] *= 2.0 / ls[q] ** 2
+        return out
+
+    def _d2K_dXdX2_diag(self, X, dims):
+        # k = variance f(r2) of tau = x - x': d2k/dx dx' = -d2k/dtau2 = -2 variance f'(0) / l^2 on the diagonal
+        diag = self._curvature * self._scalar("variance") / self._lengthscales[dims] ** 2
+        return np.broadcast_to(np.diag(diag), (X.shape[0], dims.size, dims.size)).copy()
+
 
 class RBF(_Stationary):
     """Exponentiated quadratic: k = variance * exp(-1/2 sum_q (x_q - x'_q)^2 / lengthscales_q^2).
@@ -368,6 +434,11 @@ class RBF(_Stationary):
     def _weights(self, G, XsT, X2sT):
         # dL/dr2 = G * (-K / 2), and sum(G * K) / variance comes out of the same loop
         return self._K_scaled(XsT, X2sT), -0.5, None
+
+    def _dk_dr2(self, XsT, X2sT):
+        out = self._K_scaled(XsT, X2sT)
+        out *= -0.5
+        return out
 
 
 _SQRT3 = math.sqrt(3.0)
@@ -394,6 +465,11 @@ class _Matern(_Stationary):
         f, df = self._profile_from_scaled(XsT, X2sT)
         return df, self._scalar("variance"), float(np.vdot(G, f))
 
+    def _dk_dr2(self, XsT, X2sT):
+        df = self._profile_from_scaled(XsT, X2sT)[1]
+        df *= self._scalar("variance")
+        return df
+
 
 class Matern32(_Matern):
     """Matérn 3/2: k = variance * (1 + sqrt(3) r) exp(-sqrt(3) r), r^2 = sum_q (x_q - x'_q)^2 / l_q^2.
@@ -404,6 +480,7 @@ class Matern32(_Matern):
 
     name = "matern32"
     _five_halves = False
+    _curvature = 3.0  # k = variance (1 - 3/2 r^2 + O(r^3))
 
 
 class Matern52(_Matern):
@@ -411,6 +488,7 @@ class Matern52(_Matern):
 
     name = "matern52"
     _five_halves = True
+    _curvature = 5.0 / 3.0  # k = variance (1 - 5/6 r^2 + O(r^3))
 
 
 # ----------------------------------------------------------------------------
@@ -477,6 +555,14 @@ class Linear(Kernel):
     def grad_X_diag(self, dL_dKdiag, X):
         g, X = self._diag_inputs(dL_dKdiag, X)
         return 2.0 * g[:, None] * X * self._variances
+
+    def _dK_dX(self, X, X2, dims):
+        # dk(x, x2)/dx_q = v_q x2_q, the same for every x
+        row = (X2[:, dims] * self._variances[dims]).T
+        return np.broadcast_to(row, (X.shape[0],) + row.shape).copy()
+
+    def _d2K_dXdX2_diag(self, X, dims):
+        return np.broadcast_to(np.diag(self._variances[dims]), (X.shape[0], dims.size, dims.size)).copy()
 
 
 class MLP(Kernel):
@@ -575,6 +661,33 @@ class MLP(Kernel):
         dk_du = (self._scalar("variance") * 2.0 / np.pi) / np.sqrt(1.0 - s * s) / (u + 1.0) ** 2
         return (2.0 * w * g * dk_du)[:, None] * X
 
+    def _dK_dX(self, X, X2, dims):
+        w, b, X2, xx, x2x2, d1, d2, inner, rs, s = self._parts(X, X2)
+        dk_ds = (self._scalar("variance") * 2.0 / np.pi) / np.sqrt(1.0 - s * s)  # (N, N2)
+        # ds/dx_q = w x2_q rs - s w x_q / d1
+        out = np.empty((X.shape[0], dims.size, X2.shape[0]))
+        for a, q in enumerate(dims):
+            out[:, a, :] = w * (rs * X2[:, q] - s * (X[:, q] / d1)[:, None])
+            out[:, a, :] *= dk_ds
+        return out
+
+    def _d2K_dXdX2_diag(self, X, dims):
+        # at x' = x (d = w x.x + b + 1, s = (d - 1) / d, 1 - s^2 = (2d - 1) / d^2):
+        # d2s/dx dx' = w/d I - w^2 (d + 1)/d^3 x x^T and ds/dx = ds/dx' = w x / d^2, so
+        # d2k/dx dx' = c (d2s/dx dx' / sqrt(1 - s^2) + s (1 - s^2)^(-3/2) ds/dx ds/dx'^T)
+        w, b = self._scalar("weight_variance"), self._scalar("bias_variance")
+        c = self._scalar("variance") * 2.0 / np.pi
+        d = w * np.einsum("ij,ij->i", X, X) + b + 1.0  # (N,)
+        s = (d - 1.0) / d
+        one_minus = (2.0 * d - 1.0) / d**2
+        Xd = X[:, dims]
+        outer = Xd[:, :, None] * Xd[:, None, :]  # (N, q, q)
+        root = np.sqrt(one_minus)
+        coef_outer = c * (-w**2 * (d + 1.0) / d**3 / root + s / (one_minus * root) * w**2 / d**4)
+        out = outer * coef_outer[:, None, None]
+        out += (c * w / d / root)[:, None, None] * np.eye(dims.size)
+        return out
+
 
 # ----------------------------------------------------------------------------
 # constant and noise kernels
@@ -605,6 +718,12 @@ class _ConstantVariance(Kernel):
     def grad_X_diag(self, dL_dKdiag, X):
         g, X = self._diag_inputs(dL_dKdiag, X)
         return np.zeros_like(X)
+
+    def _dK_dX(self, X, X2, dims):
+        return np.zeros((X.shape[0], dims.size, X2.shape[0]))
+
+    def _d2K_dXdX2_diag(self, X, dims):
+        return np.zeros((X.shape[0], dims.size, dims.size))
 
 
 class Bias(_ConstantVariance):
@@ -747,6 +866,18 @@ class Sum(Kernel):
     def grad_X_diag(self, dL_dKdiag, X):
         g, X = self._diag_inputs(dL_dKdiag, X)
         return np.sum([p.grad_X_diag(g, X) for p in self.parts], axis=0)
+
+    def _dK_dX(self, X, X2, dims):
+        out = self.parts[0]._dK_dX(X, X2, dims)
+        for p in self.parts[1:]:
+            out += p._dK_dX(X, X2, dims)
+        return out
+
+    def _d2K_dXdX2_diag(self, X, dims):
+        out = self.parts[0]._d2K_dXdX2_diag(X, dims)
+        for p in self.parts[1:]:
+            out += p._d2K_dXdX2_diag(X, dims)
+        return out
 
 
 # ----------------------------------------------------------------------------

@@ -419,6 +419,39 @@ class LatentVariableModel:
         """Approximate log p(y* | Y) of new rows, nats; see :func:`engine.infer.infer_latent`."""
         return self.infer_latent(Ynew, observed=observed, **options).log_density
 
+    # ---- latent geometry (engine.geometry) ----------------------------------------------
+    def _geometry_maps(self, values) -> list:
+        """[(kernel, Z, [(cols, alpha, Sigma)])]: the posterior of the mapping (engine.geometry)."""
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} has no latent metric: it is defined for the GP-LVM, the sparse, Bayesian, "
+            "dynamical and stochastic GP-LVMs and MRD (a deep GP's composed layers are not covered).")
+
+    def geometry(self):
+        """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters
+        (cached until they change)."""
+        from ..geometry import LatentGeometry
+
+        return self._cached(lambda values: LatentGeometry(self._geometry_maps(values), values["X_mean"]),
+                            key="geometry")
+
+    @blas_pinned
+    def metric(self, Xnew, dims=None) -> np.ndarray:
+        """The expected pull-back metric E[J]^T E[J] + sum_d cov(J_d) at points Xnew (n, Q):
+        (n, Q, Q), or (n, 2, 2) for ``dims=(i, j)`` (the other dims at Xnew's values)."""
+        return self.geometry().metric(self._check_points(Xnew), dims)
+
+    @blas_pinned
+    def magnification(self, Xnew, dims=None) -> np.ndarray:
+        """sqrt(det metric) at points Xnew (n, Q), (n,); ``dims=None``: the full Q x Q metric."""
+        return self.geometry().magnification(self._check_points(Xnew), dims)
+
+    @blas_pinned
+    def geodesic(self, x_start, x_end, num_points=64, dims=None):
+        """The shortest path under the metric from x_start to x_end (Q,): an
+        :class:`engine.geometry.Geodesic` (path (num_points, Q), length, straight_length, data
+        units).  ``dims=(i, j)``: the points agree outside dims and the path moves only in them."""
+        return self.geometry().geodesic(x_start, x_end, num_points=num_points, dims=dims)
+
     # ---- fitting ----------------------------------------------------------------
     def snapshot_state(self) -> dict:
         """What the optimiser's snapshots report: parameters, latents and relevance."""

@@ -264,6 +264,11 @@ class MRD(LatentVariableModel):
                                        Z, values[view_prefix(v) + "noise_variance"], self.jitter))
         return out
 
+    def _geometry_maps(self, values):
+        # the views share the latent space: their metrics add (one map per view, outputs side by side)
+        return [m for v in range(self.num_views) for m in self.view_model(v)._geometry_maps(
+            self.view_model(v).parameters)]
+
     @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False, view=None):
         """Predictive mean and variance of view ``view`` at latent points Xnew (n, Q): (n, D_w) each.

@@ -906,6 +906,15 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         kern, Z, L, Mw, Rw, beta = self._posterior()
         return WhitenedPosterior(kern.copy(), Z, L, Mw, Rw, beta)
 
+    def geometry(self):
+        """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters:
+        cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - L^-T S L^-1) k(Z, b), from the globals."""
+        from ..geometry import LatentGeometry
+
+        kern, Z, L, Mw, Rw, beta = self._posterior()
+        Sigma = chol_inverse(L) - Rw @ Rw.T
+        return LatentGeometry([(kern, Z, [(slice(None), Mw, Sigma)])], self.parameters["X_mean"])
+
     @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
         """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q).

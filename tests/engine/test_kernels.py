@@ -142,6 +142,78 @@ def test_gradients_finite_at_coincident_points(name, data):
 
 
 # ----------------------------------------------------------------------------
+# derivatives w.r.t. the inputs (latent geometry)
+
+
+@pytest.mark.parametrize("name", KERNEL_IDS)
+def test_dK_dX_matches_finite_differences(name, data):
+    X, X2, _ = data
+    k = KERNELS[name]()
+    J = k.dK_dX(X, X2)
+    assert J.shape == (X.shape[0], Q, X2.shape[0])
+    h = 1e-6
+    for q in range(Q):
+        e = np.zeros(Q)
+        e[q] = h
+        numeric = (k.K(X + e, X2) - k.K(X - e, X2)) / (2 * h)
+        np.testing.assert_allclose(J[:, q, :], numeric, rtol=1e-6, atol=1e-7)
+    # a subset of dims, in the order asked; X2 None means the same points, held fixed
+    np.testing.assert_array_equal(k.dK_dX(X, X2, dims=(2, 0)), J[:, [2, 0], :])
+    np.testing.assert_allclose(k.dK_dX(X, None, dims=[1])[:, 0, :], k.dK_dX(X, X.copy())[:, 1, :], rtol=1e-12)
+
+
+def mixed_second_difference(k, X, h):
+    """(N, Q, Q) central differences of k(x + h e_a, x' + h e_b) at x' = x (independent points)."""
+    out = np.empty((X.shape[0], Q, Q))
+    for n in range(X.shape[0]):
+        x = X[n:n + 1]
+        for a in range(Q):
+            for b in range(Q):
+                ea, eb = np.eye(Q)[a] * h, np.eye(Q)[b] * h
+                out[n, a, b] = (k.K(x + ea, x + eb) - k.K(x + ea, x - eb) - k.K(x - ea, x + eb)
+                                + k.K(x - ea, x - eb))[0, 0] / (4 * h * h)
+    return out
+
+
+@pytest.mark.parametrize("name", KERNEL_IDS)
+def test_d2K_dXdX2_diag_matches_mixed_finite_differences(name, data):
+    X, _, _ = data
+    k = KERNELS[name]()
+    H = k.d2K_dXdX2_diag(X)
+    assert H.shape == (X.shape[0], Q, Q)
+    np.testing.assert_allclose(H, H.transpose(0, 2, 1), rtol=0, atol=1e-14)
+    numeric = mixed_second_difference(k, X, 1e-4)
+    scale = max(1.0, float(np.max(np.abs(numeric))))
+    # Matern 3/2 has an r^3 term at r = 0: its differences converge only as O(h)
+    tol = 2e-3 if "matern32" in name or name == "sum_dup" else 1e-6
+    assert float(np.max(np.abs(H - numeric))) < tol * scale
+    np.testing.assert_array_equal(k.d2K_dXdX2_diag(X, dims=(2, 0)), H[:, [2, 0]][:, :, [2, 0]])
+
+
+def test_d2K_dXdX2_diag_is_the_derivative_covariance_of_a_stationary_process():
+    ls = np.array([0.5, 2.0, 1.0])
+    X = np.zeros((1, Q))
+    np.testing.assert_allclose(kern.RBF(Q, 2.0, ls).d2K_dXdX2_diag(X)[0], np.diag(2.0 / ls**2))
+    np.testing.assert_allclose(kern.Matern32(Q, 2.0, ls).d2K_dXdX2_diag(X)[0], np.diag(6.0 / ls**2))
+    np.testing.assert_allclose(kern.Matern52(Q, 2.0, ls).d2K_dXdX2_diag(X)[0], np.diag(10.0 / 3.0 / ls**2))
+    np.testing.assert_array_equal(kern.White(Q, 5.0).d2K_dXdX2_diag(X), np.zeros((1, Q, Q)))
+
+
+def test_input_derivatives_check_dims_and_shapes(data):
+    X, X2, _ = data
+    k = kern.RBF(Q)
+    for bad in ((0, 0), (0, 3), (-1,), (), "x"):
+        with pytest.raises(ShapeError, match="dims"):
+            k.dK_dX(X, X2, dims=bad)
+        with pytest.raises(ShapeError, match="dims"):
+            k.d2K_dXdX2_diag(X, dims=bad)
+    with pytest.raises(ShapeError, match="X2 with 3 columns"):
+        k.dK_dX(X, X2[:, :2])
+    with pytest.raises(ShapeError, match="finite"):
+        k.d2K_dXdX2_diag(np.full((2, Q), np.inf))
+
+
+# ----------------------------------------------------------------------------
 # values
 
 
