@@ -136,6 +136,25 @@ def _sqdist_grads(A, B, XsT, X2sT, symmetric):
     return total, wsq, gXsT
 
 
+@njit(**_FLAGS)
+def _scaled_differences(dk, X, X2, dims, weights, out):
+    """out[n, a, m] = weights[a] * dk[n, m] * (X[n, dims[a]] - X2[m, dims[a]]), written in place.
+
+    dk: (N, N2); X: (N, Q); X2: (N2, Q); dims: (q,) int64; weights: (q,); out: (N, q, N2).
+    A stationary kernel's derivatives w.r.t. its first argument, with weights 2 / l^2.
+    """
+    N, N2 = dk.shape
+    for n in range(N):
+        for a in range(dims.size):
+            q = dims[a]
+            x = X[n, q]
+            w = weights[a]
+            row = out[n, a]
+            dkn = dk[n]
+            for m in range(N2):
+                row[m] = w * dkn[m] * (x - X2[m, q])
+
+
 def warmup():
     """Compile (or load from the on-disk cache) every loop on tiny inputs."""
     XT = np.zeros((1, 2))
@@ -144,3 +163,5 @@ def warmup():
     _scaled_sqdist(XT, XT, 1.0, 0.0, out, True)
     _matern_profile(out, out.copy(), True)
     _sqdist_grads(out, out, XT, XT, True)
+    _scaled_differences(out, np.zeros((2, 1)), np.zeros((2, 1)), np.zeros(1, dtype=np.int64), np.ones(1),
+                        np.empty((2, 1, 2)))

@@ -52,6 +52,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
+from ._geometry_loops import _pair_products
 from .errors import ShapeError
 from .kernels import Kernel, Sum, White
 
@@ -181,9 +182,8 @@ class LatentGeometry:
                 hi = min(n, lo + chunk)
                 dK = gm.kernel.dK_dX(X[lo:hi], gm.Z, d)  # (r, q, M)
                 T = (dK.reshape(-1, M) @ gm.C).reshape(dK.shape)
-                G[lo:hi] += np.matmul(T, dK.transpose(0, 2, 1))
+                _pair_products(T, dK, G[lo:hi])  # dK C dK^T, symmetric
                 G[lo:hi] += gm.output_dim * gm.kernel.d2K_dXdX2_diag(X[lo:hi], d)
-        G = 0.5 * (G + G.transpose(0, 2, 1))
         return G
 
     def magnification(self, Xnew, dims=None) -> np.ndarray:

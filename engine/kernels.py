@@ -400,13 +400,10 @@ class _Stationary(Kernel):
 
     def _dK_dX(self, X, X2, dims):
         # dk/dx_q = dk/dr2 * 2 (x_q - x2_q) / l_q^2
-        ls = self._lengthscales
         dk = self._dk_dr2(self._scaled_T(X), self._scaled_T(X2))
         out = np.empty((X.shape[0], dims.size, X2.shape[0]))
-        for a, q in enumerate(dims):
-            np.subtract.outer(X[:, q], X2[:, q], out=out[:, a, :])
-            out[:, a, :] *= dk
-            out[:, a, :] *= 2.0 / ls[q] ** 2
+        weights = np.ascontiguousarray(2.0 / self._lengthscales[dims] ** 2)
+        _loops._scaled_differences(dk, X, X2, np.ascontiguousarray(dims, dtype=np.int64), weights, out)
         return out
 
     def _d2K_dXdX2_diag(self, X, dims):

@@ -34,6 +34,7 @@ def _configs():
 
 def _run():
     import numpy as np
+    from engine.errors import UnsupportedOperationError
 
     try:
         rng = np.random.default_rng(0)
@@ -43,6 +44,11 @@ def _run():
                 model = cfg.spec.build(Y, cfg)
                 model.fit(optimizer="lbfgs", max_iters=cfg.max_iters)
                 model.predict(np.zeros((3, cfg.latent_dim)))
+                if cfg.latent_dim >= 2:  # the latent map's magnification shading (models with a metric)
+                    try:
+                        model.magnification(np.zeros((3, cfg.latent_dim)), dims=(0, 1))
+                    except UnsupportedOperationError:
+                        pass
             except Exception as exc:  # one model kind failing must not stop the others
                 logger.exception("Warm-up of %s/%s failed", cfg.model, cfg.kernel)
                 _state["error"] = f"{cfg.model}/{cfg.kernel}: {exc}"
