@@ -55,6 +55,7 @@ from scipy.spatial import cKDTree
 from ._geometry_loops import _pair_products
 from .errors import ShapeError
 from .kernels import Kernel, Sum, White
+from .validation import latent_points
 
 __all__ = ["Geodesic", "GeometryMap", "LatentGeometry", "PosteriorGroup", "smooth_kernel"]
 
@@ -150,12 +151,7 @@ class LatentGeometry:
 
     # ---- the metric ----------------------------------------------------------------------
     def _points(self, X, name="Xnew") -> np.ndarray:
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        if X.ndim != 2 or X.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected {name} with {self.latent_dim} columns, got shape {X.shape} instead.")
-        if not np.all(np.isfinite(X)):
-            raise ShapeError(f"Expected finite values in {name}, got NaN or inf instead.")
-        return np.ascontiguousarray(X)
+        return latent_points(X, self.latent_dim, name)
 
     def _dims(self, dims) -> np.ndarray:
         if dims is None:

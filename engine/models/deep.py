@@ -86,6 +86,7 @@ from ..init import pca_variance_fractions
 from ..kernels import kernel_from_spec
 from ..linalg import start_jitter
 from ..transforms import POSITIVE, ParameterSpec
+from ..validation import latent_points
 from ._deep_projection import refine_rows, training_layers
 from .base import LatentVariableModel, initial_X, validate_latent_dim
 from .bayesian import BayesianGPLVM
@@ -428,13 +429,7 @@ class DeepGP(LatentVariableModel):
 
     # ---- prediction -------------------------------------------------------------------------
     def _check_layer_points(self, X, layer, name):
-        Q = self.layer_dims[layer]
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        if X.ndim != 2 or X.shape[1] != Q:
-            raise ShapeError(f"Expected {name} with {Q} columns (layer {layer}), got shape {X.shape} instead.")
-        if not np.all(np.isfinite(X)):
-            raise ShapeError(f"{name} contains NaN or infinite values.")
-        return np.ascontiguousarray(X)
+        return latent_points(X, self.layer_dims[layer], f"{name} (layer {layer})")
 
     @blas_pinned
     def predict_layers(self, Xnew, Xnew_variance=None, include_noise=False, layer=-1) -> list:
