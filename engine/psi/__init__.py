@@ -53,6 +53,8 @@ __all__ = [
     "gradients",
     "compute_grouped",
     "gradients_grouped",
+    "contract",
+    "ContractedPsi",
     "take_forward",
     "restore_forward",
     "supports",
@@ -77,6 +79,15 @@ class GroupedPsiStats(NamedTuple):
     psi0: np.ndarray
     Psi1: np.ndarray
     Psi2: np.ndarray
+
+
+class ContractedPsi(NamedTuple):
+    """Per-point statistics: psi0 (N,) with psi0[n] = <k(x_n, x_n)>, Psi1 (N, M), and
+    T (N, K) with T[n, k] = <Psi2_n, E_k> for the K matrices given to :func:`contract`."""
+
+    psi0: np.ndarray
+    Psi1: np.ndarray
+    T: np.ndarray
 
 
 class PsiGradients(NamedTuple):
@@ -327,6 +338,31 @@ def gradients_grouped(kernel, Z, mu, S, weights, dL_dpsi0, dL_dPsi1, dL_dPsi2) -
         raise ShapeError(f"Expected dL_dPsi2 of shape {(K, M, M)}, got {G2.shape} instead.")
     grads = _sum.psi_gradients_weighted(g0, G1, G2, [(f, p) for _, f, p in parts], Z, mu, S, W)
     return _collect(parts, grads, Z, mu, S)
+
+
+@blas_pinned
+def contract(kernel, Z, mu, S, E) -> ContractedPsi:
+    """Each point's psi statistics, Psi2_n contracted with K symmetric matrices E (K, M, M).
+
+    Returns :class:`ContractedPsi` (psi0 (N,), Psi1 (N, M), T (N, K), T[n, k] =
+    <Psi2_n, E_k>).  The gradients of L = sum(dpsi0 psi0) + sum(dPsi1 Psi1) +
+    sum(dT T) follow from the weighted sums: with W = dT (N, K), d/dE_k is
+    :func:`compute_grouped` (weights W).Psi2[k], and the gradients w.r.t. the
+    kernel, Z, mu and S are :func:`gradients_grouped` (weights W, dL_dpsi0 =
+    ones(K), dL_dPsi2 = E) when every dpsi0[n] = sum_k dT[n, k] (as for the
+    marginal variances of f); otherwise add the psi0 part separately.
+    Available for the kernels of :func:`supports_grouped`, whose psi0 per
+    point is the same for every point.
+    """
+    parts = _grouped_parts(kernel)
+    Z, mu, S = _validate(kernel, Z, mu, S)
+    M = Z.shape[0]
+    E = np.ascontiguousarray(E, dtype=np.float64)
+    if E.ndim != 3 or E.shape[1:] != (M, M) or E.shape[0] < 1:
+        raise ShapeError(f"Expected E of shape (K, {M}, {M}), got {E.shape} instead.")
+    Ep = rbf.packed_contraction(E)
+    psi0, Psi1, T = _sum.psi_contract([(f, p) for _, f, p in parts], Z, mu, S, 0.5 * (E + np.swapaxes(E, 1, 2)), Ep)
+    return ContractedPsi(psi0, Psi1, T)
 
 
 def _collect(parts, grads, Z, mu, S) -> PsiGradients:

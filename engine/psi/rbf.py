@@ -486,6 +486,48 @@ def _psi2_backward_weighted_blocks(c, Ut, Rt, Z, GpW, WnT, g_lo, g_hi, bounds, r
         _kz_of_group(ZT, ones, Dacc, T, KZ[g])
 
 
+@njit(**JIT)
+def _psi2_contract_blocks(c, Ut, Rt, Z, Ep, g_lo, g_hi, bounds, out):
+    """out[n, k] = <Psi2_n, E_k> for the points of groups g_lo..g_hi-1 (groups of blocks as in
+    :func:`_psi2_forward_blocks`, same arguments c, Ut, Rt, Z).
+
+    Ep: (M(M+1)/2, K), column k the packed lower triangle of the symmetric E_k
+    with its off-diagonal entries doubled; out: (Npad, K).  Per block the
+    (M(M+1)/2, B) values Psi2_n[m, m'], m' <= m, are exponentiated into a
+    buffer row by row (as the forward pass does), then one GEMM with Ep gives
+    the block's (B, K) contractions.  Rows never mix, so the split of the
+    blocks among threads changes no number.
+    """
+    M = Ut.shape[0]
+    Q = Rt.shape[0]
+    P = M * (M + 1) // 2
+    K = Ep.shape[1]
+    W = np.empty((Q, _BLOCK))
+    base = np.empty(_BLOCK)
+    Eb = np.empty((P, _BLOCK))
+    Tb = np.empty((_BLOCK, K))
+    cb = np.empty(_BLOCK)
+    Ub = np.empty((M, _BLOCK))
+    Rb = np.empty((Q, _BLOCK))
+    for b in range(bounds[g_lo], bounds[g_hi]):
+        n0 = b * _BLOCK
+        _load_block(c, Ut, Rt, n0, cb, Ub, Rb)
+        for m in range(M):
+            _row_setup(cb, Ub, Rb, Z, m, W, base)
+            p0 = m * (m + 1) // 2
+            G = Eb[p0:p0 + m + 1]
+            np.dot(Z[:m + 1], W, G)
+            for m2 in range(m + 1):
+                e = G[m2]
+                u = Ub[m2]
+                for i in range(_BLOCK):
+                    e[i] = _exp1(base[i] - u[i] - e[i])
+        np.dot(Eb.T, Ep, Tb)
+        for i in range(_BLOCK):
+            for k in range(K):
+                out[n0 + i, k] = Tb[i, k]
+
+
 def _group_bounds(nblock):
     """First block of each group and the end, (groups + 1,): min(nblock, _GROUPS) groups of
     consecutive blocks whose sizes differ by at most one.
@@ -667,6 +709,28 @@ def _psi2_weighted_reductions(c, Ut, Rt, Z, GpW, W, kept=None):
     return r[:N], H[:N], np.ascontiguousarray(_sum_rows(KZ).T)
 
 
+def packed_contraction(E):
+    """Ep (M(M+1)/2, K) of K matrices E (K, M, M): the packed lower triangles of sym(E_k) with the
+    off-diagonal entries doubled, so that <Psi2_n, E_k> = sum_p packed(Psi2_n)[p] Ep[p, k]."""
+    E = np.asarray(E, dtype=np.float64)
+    M = E.shape[1]
+    Es = 0.5 * (E + np.swapaxes(E, 1, 2))
+    rows, cols = np.tril_indices(M)
+    return np.ascontiguousarray((Es[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)).T)
+
+
+def _psi2_contractions(c, Ut, Rt, Z, Ep):
+    """(N, K): <Psi2_n, E_k> for every point (see :func:`_psi2_contract_blocks`)."""
+    N = c.shape[0]
+    c, Ut, Rt = _pad(c, Ut, Rt)
+    nblock = c.shape[0] // _BLOCK
+    out = np.empty((c.shape[0], Ep.shape[1]))
+    bounds = _group_bounds(nblock)
+    ngroup = bounds.shape[0] - 1
+    _run_shares(_psi2_contract_blocks, ngroup, lambda lo, hi: (c, Ut, Rt, Z, Ep, lo, hi, bounds, out))
+    return out[:N]
+
+
 # ----------------------------------------------------------------- forward cache
 
 # The models call psi_stats and then psi_gradients at the same arguments; the
@@ -814,6 +878,22 @@ def _unpack_sym_many(packed, M):
     out[:, rows, cols] = packed.T
     out[:, cols, rows] = packed.T
     return out
+
+
+def psi_contract(variance, lengthscales, Z, mu, S, Ep):
+    """(psi0_n (N,), Psi1 (N, M), T (N, K)) with T[n, k] = <Psi2_n, E_k>, each point's Psi2 contracted
+    with K symmetric matrices given as Ep = :func:`packed_contraction` (E) (M(M+1)/2, K).
+
+    Per-point statistics, not sums: what a non-Gaussian likelihood needs
+    (every entry y_nd has its own marginal of f under q(x_n)).  Nothing of
+    size N x M x M is stored; the cost is that of the forward pass plus
+    one (B, M(M+1)/2) x (M(M+1)/2, K) GEMM per block of B points.
+    """
+    v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S)
+    Psi1, _ = _psi1(v, l, Zc, muc, S)
+    _, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S)
+    T = _psi2_contractions(c, Ut, Rt, Zc, np.ascontiguousarray(Ep, dtype=np.float64))
+    return np.full(muc.shape[0], v), Psi1, T
 
 
 def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales, Z, mu, S):

@@ -198,3 +198,50 @@ def psi_gradients_weighted(dL_dpsi0, dL_dPsi1, dL_dPsi2, parts, Z, mu, S, W):
             g = family.psi_gradients_weighted(g0, G1a, G2, *_args(family, params), Z, mu, S, W)
         out.append(g)
     return out
+
+
+# ------------------------------------------------------------------ per-point contractions
+#
+# T[n, k] = <Psi2_n, E_k> for every point n and K symmetric matrices E_k (what a
+# non-Gaussian likelihood needs: each entry y_nd has its own marginal of f under
+# q(x_n)).  Psi2_n of a sum is sum_a Psi2_n,a plus the cross terms
+# p_a Psi1_b[n]^T + transpose for an x-independent family a (Psi1 row p_a), whose
+# contraction is 2 Psi1_b[n] . (E_k p_a).
+
+
+def psi_contract(parts, Z, mu, S, E, Ep):
+    """(psi0_n (N,), Psi1 (N, M), T (N, K)) of a sum; parts as for :func:`psi_stats_weighted`.
+
+    E: (K, M, M) symmetric; Ep: its packed form (:func:`engine.psi.rbf.packed_contraction`).
+    """
+    N, M = np.shape(mu)[0], np.shape(Z)[0]
+    E = np.asarray(E, dtype=np.float64)
+    K = E.shape[0]
+    psi0 = np.zeros(N)
+    T = np.zeros((N, K))
+    rows, Psi1s = [], []
+    for family, params in parts:
+        if x_independent(family):
+            p0, P1, P2 = family.psi_stats(*_args(family, params), Z, *_one_point(mu, S))
+            psi0 += p0
+            T += np.einsum("kmn,mn->k", E, P2)[None, :]
+            rows.append(np.asarray(P1[0], dtype=np.float64))
+            Psi1s.append(None)
+        else:
+            p0, P1, Tp = family.psi_contract(*_args(family, params), Z, mu, S, Ep)
+            psi0 += p0
+            T += Tp
+            rows.append(None)
+            Psi1s.append(P1)
+    Psi1 = np.zeros((N, M))
+    for p, P1 in zip(rows, Psi1s):
+        Psi1 += P1 if P1 is not None else p
+    for a in range(len(parts)):
+        for b in range(a + 1, len(parts)):
+            i, j = (a, b) if rows[a] is not None else (b, a)
+            p = rows[i]
+            if not np.any(p):
+                continue
+            Ep_ = 2.0 * np.einsum("kmn,n->mk", E, p)  # (M, K): 2 E_k p
+            T += (np.broadcast_to(rows[j], (N, M)) if rows[j] is not None else Psi1s[j]) @ Ep_
+    return psi0, Psi1, T
