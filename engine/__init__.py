@@ -15,9 +15,12 @@ from .errors import (ConfigurationError, EngineError, NumericalError, Optimizati
 from .geometry import Geodesic
 from .infer import LatentInference
 from .models.bayesian import BayesianGPLVM
+# the non-Gaussian models register with BayesianGPLVM and GPLVM (their likelihood= builds them)
+from .models.bayesian_nongaussian import NonConjugateBayesianGPLVM
 from .models.deep import DeepGP
 from .models.dynamical import DynamicalBGPLVM
 from .models.gplvm import GPLVM
+from .models.gplvm_laplace import LaplaceGPLVM
 from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
 from .models.stochastic import StochasticBayesianGPLVM
@@ -27,7 +30,7 @@ from ._threads import single_blas_thread
 
 __all__ = [
     "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM", "Geodesic",
-    "LatentInference", "MRD", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
+    "LaplaceGPLVM", "LatentInference", "MRD", "NonConjugateBayesianGPLVM", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
     "DaskBackend", "StochasticBayesianGPLVM", "single_blas_thread",
 ]

@@ -29,11 +29,21 @@ class ModelFileError(EngineError, ValueError):
     """The file is not a model saved by :func:`save_model`, or is damaged."""
 
 
+def public_class_name(model) -> str:
+    """The engine class a user builds ``model`` with, e.g. "BayesianGPLVM" also for the model that
+    ``BayesianGPLVM(..., likelihood="bernoulli")`` returns (a subclass)."""
+    for cls in type(model).__mro__:
+        if MODEL_CLASSES.get(cls.__name__) is cls:
+            return cls.__name__
+    return type(model).__name__
+
+
 def model_arrays(model) -> dict:
-    """Everything needed to rebuild ``model``, as a dict of numpy arrays."""
+    """Everything needed to rebuild ``model``, as a dict of numpy arrays (``likelihood``: its noise model's name)."""
     arrays = {
         "format_version": np.array(FORMAT_VERSION),
-        "model_class": np.array(type(model).__name__),
+        "model_class": np.array(public_class_name(model)),
+        "likelihood": np.array(str(getattr(model, "likelihood", "gaussian"))),
         "kernel_spec": np.array(json.dumps(model._kernel.to_spec())),
         "Y": model._Y_data,  # as given, NaN where missing: the loaded model is built the same way
         "latent_dim": np.array(model.latent_dim),
@@ -75,6 +85,9 @@ def load_model(path):
     kwargs = {"X": params.get("X_mean")}
     if "Z" in params:
         kwargs["Z"] = params["Z"]
+    likelihood = str(arrays["likelihood"]) if "likelihood" in arrays else "gaussian"  # older files: Gaussian
+    if likelihood != "gaussian":
+        kwargs["likelihood"] = likelihood
     try:
         if hasattr(cls, "_from_saved"):
             model = cls._from_saved(Y, arrays, params)

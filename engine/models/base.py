@@ -19,6 +19,7 @@ from .._threads import blas_pinned
 from ..errors import ConfigurationError, ParameterError, ShapeError, UnsupportedOperationError
 from ..infer import LatentInference, infer_latent
 from ..init import initial_latents, pca_variance_fractions
+from ..likelihoods import likelihood_name
 from ..linalg import escalate_jitter
 from ..missing import observation_mask
 from ..transforms import IDENTITY, LENGTHSCALE, POSITIVE, ParameterPacker, ParameterSpec
@@ -58,7 +59,26 @@ class LatentVariableModel:
     #: Whether NaN entries of Y (or an ``observed`` mask) are trained on as missing values.
     handles_missing = False
 
-    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None):
+    #: Name of the noise model p(y | f) (:mod:`engine.likelihoods`); the closed-form models are Gaussian.
+    likelihood = "gaussian"
+
+    def __init_subclass__(cls, likelihoods_of=None, **kwargs):
+        """``class Sub(..., likelihoods_of=Base)``: ``Base(..., likelihood="bernoulli")`` builds a Sub.
+
+        The non-Gaussian likelihoods of a model are served by a subclass in its
+        own module, which registers here; the base class never imports it.
+        """
+        super().__init_subclass__(**kwargs)
+        if likelihoods_of is not None:
+            likelihoods_of._non_gaussian_class = cls
+
+    def __new__(cls, *args, likelihood="gaussian", **kwargs):
+        served = cls.__dict__.get("_non_gaussian_class")  # registered on exactly this class
+        if served is not None and likelihood_name(likelihood) != "gaussian":
+            return super().__new__(served)
+        return super().__new__(cls)
+
+    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None, likelihood=None):
         self.latent_dim = validate_latent_dim(latent_dim)
         if self.handles_missing:
             Y, mask = observation_mask(real_matrix(Y, allow_nan=True), observed)
@@ -67,12 +87,19 @@ class LatentVariableModel:
                 raise ConfigurationError(f"{type(self).__name__} cannot train with missing values; use "
                                          "BayesianGPLVM or SparseGPLVM, or impute the data first.")
             Y, mask = real_matrix(Y).copy(), None
+        centre = True
+        if likelihood is not None:  # a non-Gaussian noise model: Y in its support, not centred
+            likelihood.check(Y, mask)
+            centre = likelihood.centres_data
         # the data as given (NaN where missing): what files save and impute() returns unchanged
         self._Y_data = Y if mask is None else np.where(mask, Y, np.nan)
         self._Y_data.flags.writeable = False
         #: (N, D) bool mask of the observed entries of Y, or None when all are observed.
         self.observed = mask
-        if mask is None:
+        if not centre:
+            self.Y_mean = np.zeros(Y.shape[1])
+            self.Y = np.ascontiguousarray(Y if mask is None else Y * mask)
+        elif mask is None:
             self.Y_mean = Y.mean(axis=0)
             self.Y = np.ascontiguousarray(Y - self.Y_mean)
         else:  # column means over the observed entries; missing entries held at 0 (never read)

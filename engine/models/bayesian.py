@@ -52,6 +52,10 @@ class BayesianGPLVM(CollapsedModel):
 
     Defaults as in the paper: means from PCA, variances 0.5, Z a random subset
     of the initial means, an ARD RBF kernel over ``latent_dim`` inputs.
+    ``likelihood``: "gaussian" (this collapsed model), or "bernoulli" / "poisson"
+    (binary data, counts): then the model is built with an explicit q(u)
+    instead (:mod:`engine.models.bayesian_nongaussian`), still an instance of
+    this class.
     ``backend`` (e.g. ``engine.DaskBackend(client)``): where the psi statistics'
     row sums and their gradients are computed (:mod:`engine.backends`; with
     missing outputs only for kernels with weighted psi sums, RBF); None: here.
@@ -62,7 +66,7 @@ class BayesianGPLVM(CollapsedModel):
     _row_params = ("X_mean", "X_variance")
 
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
-                 X_variance=0.5, Z=None, noise_variance=None, observed=None, backend=None):
+                 X_variance=0.5, Z=None, noise_variance=None, observed=None, backend=None, likelihood="gaussian"):
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         psi.check_supported(self._kernel)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)

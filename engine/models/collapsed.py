@@ -420,11 +420,15 @@ class CollapsedModel(LatentVariableModel):
                 mean[todo], var[todo] = self.predict(values["X_mean"][idx[todo]],
                                                      None if S is None else S[idx[todo]], include_noise=True)
             else:
-                cand, cand_mean, cand_var = self._cached(self._imputation_candidates, key="imputation")
-                mean[todo], var[todo] = mixture_moments(Y, self.observed, idx[todo], cand, cand_mean, cand_var)
+                mean[todo], var[todo] = self._mixture_moments(idx[todo])
         filled = np.where(observed, Y_rows, mean)
         std = np.where(observed, 0.0, np.sqrt(var))
         return filled, std
+
+    def _mixture_moments(self, rows):
+        """Mean and variance (len(rows), D) of impute's mixture for the training rows ``rows``."""
+        cand, cand_mean, cand_var = self._cached(self._imputation_candidates, key="imputation")
+        return mixture_moments(self._Y_data, self.observed, rows, cand, cand_mean, cand_var)
 
 
 def _same_values(a: dict, b: dict) -> bool:

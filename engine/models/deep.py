@@ -84,6 +84,7 @@ from ..errors import ConfigurationError, ShapeError
 from ..infer import LatentInference, check_new_data
 from ..init import pca_variance_fractions
 from ..kernels import kernel_from_spec
+from ..likelihoods import require_gaussian
 from ..linalg import start_jitter
 from ..transforms import POSITIVE, ParameterSpec
 from ..validation import latent_points
@@ -199,7 +200,8 @@ class DeepGP(LatentVariableModel):
     objective_name = "ELBO"
 
     def __init__(self, Y, layer_dims, num_inducing=30, kernels=None, init="pca", seed=0, X=None,
-                 X_variance=0.5, Z=None, noise_variance=None):
+                 X_variance=0.5, Z=None, noise_variance=None, likelihood="gaussian"):
+        require_gaussian(likelihood, "DeepGP")
         dims = _validate_layer_dims(layer_dims)
         H = len(dims)
         # the base class validates and centres Y (self.Y); the kernel is a placeholder until the layers exist

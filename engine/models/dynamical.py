@@ -50,6 +50,7 @@ from .. import psi
 from .._threads import blas_pinned
 from ..errors import ConfigurationError, NumericalError, ShapeError, UnsupportedKernelError
 from ..linalg import chol_inverse, tri_solve, try_cholesky
+from ..likelihoods import require_gaussian
 from ..transforms import POSITIVE, ParameterSpec
 from ._shared import as_times, kernel_from_json, kernel_json, static_bayesian
 from .base import initial_X
@@ -218,7 +219,8 @@ class DynamicalBGPLVM(CollapsedModel):
     handles_missing = False
 
     def __init__(self, Y, t, latent_dim, num_inducing=30, time_kernel=None, kernel=None, init="pca", seed=0,
-                 X=None, lambdas=10.0, Z=None, noise_variance=None):
+                 X=None, lambdas=10.0, Z=None, noise_variance=None, likelihood="gaussian"):
+        require_gaussian(likelihood, "DynamicalBGPLVM")
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init)
         psi.check_supported(self._kernel)
         self.t = as_times(t, self.num_data)

@@ -40,12 +40,15 @@ class GPLVM(LatentVariableModel):
 
     Parameters: ``X_mean`` (N, Q), the kernel's parameters, ``noise_variance``.
     ``Y`` (N, D) is centred inside; predictions add the mean back.
+    ``likelihood="bernoulli"`` or ``"poisson"`` builds the model with that noise
+    model instead, by Laplace's approximation (:mod:`engine.models.gplvm_laplace`),
+    still an instance of this class.
     """
 
     objective_name = "log-likelihood"
 
     def __init__(self, Y, latent_dim, kernel=None, init="pca", seed=0, X=None, noise_variance=None,
-                 observed=None):
+                 observed=None, likelihood="gaussian"):
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         specs = [self._free_spec("X_mean", X0.shape), *self._kernel_specs(self._kernel), self._noise_spec()]

@@ -41,6 +41,7 @@ from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..bound import gaussian_kl
 from ..errors import ConfigurationError, ShapeError
+from ..likelihoods import require_gaussian
 from ..linalg import start_jitter
 from ..transforms import POSITIVE, ParameterSpec
 from ..validation import real_matrix
@@ -109,7 +110,8 @@ class MRD(LatentVariableModel):
     objective_name = "ELBO"
 
     def __init__(self, views, latent_dim, num_inducing=30, kernels=None, init="pca", seed=0, X=None,
-                 X_variance=0.5, Z=None, noise_variances=None):
+                 X_variance=0.5, Z=None, noise_variances=None, likelihood="gaussian"):
+        require_gaussian(likelihood, "MRD")
         views = _check_views(views)
         Q = validate_latent_dim(latent_dim)
         self.num_views = V = len(views)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..likelihoods import require_gaussian
 from ..linalg import chol_solve
 from .base import initial_X
 from .collapsed import CollapsedModel, add_grads, collapsed_cholesky, inducing_subset
@@ -25,7 +26,8 @@ class SparseGPLVM(CollapsedModel):
     objective_name = "ELBO"
 
     def __init__(self, Y, latent_dim, num_inducing=30, kernel=None, init="pca", seed=0, X=None,
-                 Z=None, noise_variance=None, observed=None, backend=None):
+                 Z=None, noise_variance=None, observed=None, backend=None, likelihood="gaussian"):
+        require_gaussian(likelihood, "SparseGPLVM")
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
