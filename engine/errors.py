@@ -39,3 +39,8 @@ class ConfigurationError(EngineError, ValueError, TypeError):
 
 class UnsupportedOperationError(EngineError, NotImplementedError):
     """The model cannot do this by its nature (e.g. uncertain inputs to a point-latent model)."""
+
+
+class ModelFileError(EngineError, ValueError):
+    """The file is not a model saved by ``engine.io.save_model``, is damaged, or describes a model
+    that cannot be built (refused before anything of its size is allocated)."""

@@ -10,8 +10,10 @@ import zipfile
 
 import numpy as np
 
-from .errors import EngineError
+from .errors import EngineError, ModelFileError
 from .kernels import kernel_from_spec
+from .model_file import (SavedDimensions, check_saved_parameters, member_headers, read_members, saved_dimensions,
+                         spec_from_json)
 from .models.bayesian import BayesianGPLVM
 from .models.deep import DeepGP
 from .models.dynamical import DynamicalBGPLVM
@@ -24,9 +26,8 @@ FORMAT_VERSION = 1
 MODEL_CLASSES = {cls.__name__: cls for cls in (GPLVM, SparseGPLVM, BayesianGPLVM, DeepGP, DynamicalBGPLVM, MRD,
                                                   StochasticBayesianGPLVM)}
 
-
-class ModelFileError(EngineError, ValueError):
-    """The file is not a model saved by :func:`save_model`, or is damaged."""
+__all__ = ["FORMAT_VERSION", "MODEL_CLASSES", "ModelFileError", "SavedDimensions", "load_model", "model_arrays",
+           "save_model"]
 
 
 def public_class_name(model) -> str:
@@ -64,21 +65,47 @@ def save_model(model, path) -> None:
     np.savez_compressed(path, **model_arrays(model))
 
 
-def load_model(path):
-    """Rebuild a model written by :func:`save_model`; raises ModelFileError on bad files."""
+def read_model_file(path, *, max_bytes: float | None = None, check_size=None) -> tuple[dict, SavedDimensions]:
+    """(arrays, dimensions) of a model file, every check of `engine.model_file` passed.
+
+    ``max_bytes`` bounds what the arrays take once unpacked (checked from the
+    headers, before reading); ``check_size(dimensions)`` is called with the
+    model's N, D, Q, M before the data are read (it raises to refuse a model too
+    big to build).  Raises `ModelFileError` for anything else wrong with the file.
+    """
     try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {key: f[key] for key in f.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
         raise ModelFileError(f"Could not read a model file: {exc}") from exc
+    with zf:
+        headers = member_headers(zf, max_bytes)
+        small = {name: h for name, h in headers.items() if name in ("model_class", "latent_dim")}
+        dims = saved_dimensions(headers, read_members(zf, small))
+        if dims.model_class not in MODEL_CLASSES:
+            raise ModelFileError(f"Not a GPLVM Explorer model file (unknown model class {dims.model_class[:60]!r}).")
+        if check_size is not None:
+            check_size(dims)
+        arrays = read_members(zf, headers)
+    check_saved_parameters(arrays, dims)
+    return arrays, dims
+
+
+def load_model(path, *, max_bytes: float | None = None, check_size=None):
+    """Rebuild a model written by :func:`save_model`; raises ModelFileError on bad files.
+
+    ``max_bytes`` and ``check_size``: see `read_model_file` (nothing is built before they pass).
+    """
+    arrays, dims = read_model_file(path, max_bytes=max_bytes, check_size=check_size)
     try:
         version = int(arrays["format_version"])
-        cls = MODEL_CLASSES[str(arrays["model_class"])]
-        kernel = kernel_from_spec(json.loads(str(arrays["kernel_spec"])))
+        cls = MODEL_CLASSES[dims.model_class]
+        kernel = kernel_from_spec(spec_from_json(arrays["kernel_spec"]))
         params = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("param/")}
         Y = arrays["Y"]
-        latent_dim = int(arrays["latent_dim"])
+        latent_dim = dims.Q
     except (KeyError, ValueError, TypeError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
         raise ModelFileError(f"Not a GPLVM Explorer model file (missing or bad entry: {exc}).") from exc
     if version > FORMAT_VERSION:
         raise ModelFileError(f"Model file format {version} is newer than this version supports ({FORMAT_VERSION}).")
@@ -102,5 +129,7 @@ def load_model(path):
         if "fixed" in arrays and arrays["fixed"].size:
             model.fix(*[str(name) for name in arrays["fixed"]])
     except (EngineError, KeyError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
         raise ModelFileError(f"The model file's contents are inconsistent: {exc}") from exc
     return model

@@ -73,4 +73,7 @@ def kernel_json(kernel) -> np.ndarray:
 
 
 def kernel_from_json(arr):
-    return kernel_from_spec(json.loads(str(arr)))
+    """The kernel of a model file's JSON entry (its size and nesting checked before parsing)."""
+    from ..model_file import spec_from_json
+
+    return kernel_from_spec(spec_from_json(arr))

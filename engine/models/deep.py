@@ -558,11 +558,10 @@ class DeepGP(LatentVariableModel):
     @classmethod
     def _from_saved(cls, Y, arrays: dict, params: dict):
         """Rebuild from the arrays of :func:`engine.io.save_model` (KeyError when one is missing)."""
-        import json
-
+        from ..model_file import spec_from_json
 
         dims = [int(q) for q in arrays["layer_dims"]]
-        kernels = [kernel_from_spec(s) for s in json.loads(str(arrays["layer_kernel_specs"]))]
+        kernels = [kernel_from_spec(s) for s in spec_from_json(arrays["layer_kernel_specs"], "layers' kernel specs")]
         X = [params[f"layer{l}.X_mean"] for l in range(len(dims))]
         Z = [params[f"layer{l}.Z"] for l in range(len(dims))]
         return cls(Y, dims, kernels=kernels, X=X, Z=Z)

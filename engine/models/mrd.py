@@ -43,6 +43,7 @@ from ..bound import gaussian_kl
 from ..errors import ConfigurationError, ShapeError
 from ..likelihoods import require_gaussian
 from ..linalg import start_jitter
+from ..model_file import spec_from_json
 from ..transforms import POSITIVE, ParameterSpec
 from ..validation import real_matrix
 from ._shared import static_bayesian, view_backward, view_forward
@@ -330,7 +331,8 @@ class MRD(LatentVariableModel):
         try:
             latent_dim = int(arrays["latent_dim"])
             dims = [int(d) for d in arrays["view_dims"]]
-            kernels = [_kernels.kernel_from_spec(s) for s in json.loads(str(arrays["view_kernel_specs"]))]
+            kernels = [_kernels.kernel_from_spec(s)
+                       for s in spec_from_json(arrays["view_kernel_specs"], "views' kernel specs")]
             Z = [params[view_prefix(v) + "Z"] for v in range(len(dims))]
             X = params["X_mean"]
         except (KeyError, ValueError, TypeError) as exc:
