@@ -29,8 +29,10 @@ __all__ = [
     "ModelConfig",
     "ModelSpec",
     "OPTIMIZERS",
+    "budget_excess",
     "check",
     "format_bytes",
+    "open_excess",
     "parse_layer_dims",
     "spec",
     "suggestion",
@@ -477,6 +479,13 @@ class Budget:
 
     memory_bytes: float
     seconds_per_iteration: float = 60.0
+    #: Whose memory it is, in the messages: "... more than the 5.9 GB {holder}".
+    holder: str = "a session may use"
+
+    @classmethod
+    def machine(cls) -> "Budget":
+        """The whole machine's memory and no time limit: the command line's fit has the machine to itself."""
+        return cls(_machine_memory(), float("inf"), "this machine has")
 
     @classmethod
     def from_env(cls, environ=None) -> "Budget":
@@ -496,6 +505,29 @@ class Budget:
             except ValueError:
                 logger.warning("Ignoring GPLVM_EXPLORER_MAX_SECONDS_PER_ITERATION=%r", raw)
         return cls(memory, seconds)
+
+
+def budget_excess(s: ModelSpec, cost: Cost, n: int, budget: Budget) -> str:
+    """Why ``cost`` of model ``s`` on ``n`` rows does not fit ``budget`` (a clause), or '' when it fits."""
+    if cost.memory_bytes > budget.memory_bytes:
+        return (f"the {s.display_name} on N={n:,} points needs about {format_bytes(cost.memory_bytes)} of memory, "
+                f"more than the {format_bytes(budget.memory_bytes)} {budget.holder}")
+    if cost.seconds_per_iteration > budget.seconds_per_iteration:
+        return (f"the {s.display_name} on N={n:,} points would take about {cost.seconds_per_iteration:.0f} s per "
+                f"iteration (limit {budget.seconds_per_iteration:.0f} s)")
+    return ""
+
+
+def open_excess(key: str, n: int, d: int, q: int, m: int, budget: Budget | None = None) -> str:
+    """Why a saved model ``key`` of these sizes would not be trained here (a clause), or '' when it would.
+
+    The training's own guard, applied to a model file before it is built: more
+    inducing points than rows, or a cost over the session's ``budget``.
+    """
+    s = spec(key)
+    if s.uses_inducing and m > n:
+        return f"its M={m:,} inducing points are more than its N={n:,} data rows"
+    return budget_excess(s, s.cost(n, d, q, m), n, budget or Budget.from_env())
 
 
 def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> tuple[list[str], list[str]]:
@@ -540,16 +572,10 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
     bigger = suggestion(config, n, d)
     if bigger:  # the page proposes it beside its own button (views.svi); not repeated in the notes
         instead = f"the {spec(bigger).display_name}, or {instead}"
-    if cost.memory_bytes > budget.memory_bytes:
-        errors.append(
-            f"Too big for this server: the {s.display_name} on N={n} points needs about "
-            f"{format_bytes(cost.memory_bytes)} of memory, more than the {format_bytes(budget.memory_bytes)} "
-            f"a session may use. Use {instead}.")
-    elif cost.seconds_per_iteration > budget.seconds_per_iteration:
-        errors.append(
-            f"Too slow for this server: the {s.display_name} on N={n} points would take about "
-            f"{cost.seconds_per_iteration:.0f} s per iteration (limit {budget.seconds_per_iteration:.0f} s). "
-            f"Use {instead}.")
+    excess = budget_excess(s, cost, n, budget)
+    if excess:
+        kind = "Too big" if cost.memory_bytes > budget.memory_bytes else "Too slow"
+        errors.append(f"{kind} for this server: {excess}. Use {instead}.")
     elif cost.seconds_per_iteration > 2.0:
         notes.append(f"Expect about {cost.seconds_per_iteration:.0f} s per iteration "
                      f"({format_bytes(cost.memory_bytes)} of memory).")

@@ -163,11 +163,11 @@ class Explorer(param.Parameterized):
         content, name = event.new
         self.data.saved_model = None  # taken: the same file uploaded again opens again
         try:  # the arrays of an upload may unpack to at most a few times the upload limit
-            model = saved_model.load(content, name, max_unpacked=8 * Limits().max_bytes)
-        except DataError as exc:
-            self.data.error = f"Could not open the model: {exc}"
+            model = saved_model.load(content, name, max_unpacked=8 * Limits().max_bytes, budget=self.settings.budget)
+        except DataError as exc:  # the message names the file and says why
+            self.data.error = str(exc)
             return
-        labels, label_name = saved_model.read_labels(content, model.parameters["X_mean"].shape[0])
+        labels, label_name = saved_model.read_labels(content, model.num_data)
         saved_model.open_model(self, model, name, labels, label_name)
 
     def _on_status(self, event) -> None:

@@ -25,9 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .catalog import CATALOG, KERNELS, ModelConfig, ModelSpec
+from engine.errors import EngineError
+
+from .catalog import CATALOG, KERNELS, Budget, ModelConfig, ModelSpec, open_excess
 from .data import DataError, Dataset
-from .text import quote
+from .text import plain, quote
 
 logger = logging.getLogger(__name__)
 
@@ -84,43 +86,50 @@ def read_labels(source, n: int) -> tuple:
 
 def spec_for(model) -> ModelSpec:
     """The catalog entry of ``model``'s class; DataError for the models the page cannot open."""
-    name = type(model).__name__
+    return spec_for_class(type(model).__name__)
+
+
+def spec_for_class(name: str) -> ModelSpec:
+    """The catalog entry of the engine class ``name``; DataError for the models the page cannot open."""
     for spec in CATALOG.values():
         if spec.engine_class == name:
             if spec.inputs:
                 raise DataError(f"A saved {spec.display_name} cannot be opened in the app yet (it needs its "
                                 f"{', '.join(spec.inputs)} as well); load it with engine.io.load_model.")
             return spec
-    raise DataError(f"The app cannot show a saved {name}; load it with engine.io.load_model.")
+    raise DataError(f"The app cannot show a saved {plain(name, 60)}; load it with engine.io.load_model.")
 
 
 #: Largest total size of the arrays in a model file, uncompressed (a small file may unpack to a lot).
 MAX_UNPACKED_BYTES = 2 * 1024 ** 3
 
 
-def load(source, name: str = "model.npz", max_unpacked: int = MAX_UNPACKED_BYTES):
+def size_guard(name: str, budget: Budget | None = None):
+    """``check_size(dimensions)`` for `engine.io.load_model`: the training's size guard
+    (`catalog.open_excess`) on the saved model's N, D, Q, M, before it is built (DataError)."""
+
+    def check_size(dims) -> None:
+        spec = spec_for_class(dims.model_class)
+        excess = open_excess(spec.key, dims.N, dims.D, dims.Q, dims.M, budget)
+        if excess:
+            raise DataError(f"{quote(name)} is too big to open here: {excess}.")
+
+    return check_size
+
+
+def load(source, name: str = "model.npz", max_unpacked: int = MAX_UNPACKED_BYTES, budget: Budget | None = None):
     """The engine model saved in ``source`` (path or bytes), checked to be one the page can show.
 
     Raises `DataError` with a message for people when the file is damaged, not a
-    model, or its arrays would take more than ``max_unpacked`` bytes.
+    model, its arrays would take more than ``max_unpacked`` bytes, or the model
+    would not fit the session's ``budget`` (checked before it is built, as training is).
     """
-    from engine import EngineError
     from engine.io import load_model
 
     try:
-        with zipfile.ZipFile(_source(source)) as z:
-            unpacked = sum(info.file_size for info in z.infolist())
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        raise DataError(f"{quote(name)} is not a model file the app can read ({exc}).") from None
-    if unpacked > max_unpacked:
-        raise DataError(f"{quote(name)} unpacks to {unpacked / 1e6:.0f} MB of arrays, more than the "
-                        f"{max_unpacked / 1e6:.0f} MB the app opens.")
-    try:
-        model = load_model(_source(source))
-    except (EngineError, ValueError, KeyError, TypeError) as exc:
+        return load_model(_source(source), max_bytes=max_unpacked, check_size=size_guard(name, budget))
+    except EngineError as exc:
         raise DataError(f"{quote(name)} is not a model the app can open: {exc}") from None
-    spec_for(model)
-    return model
 
 
 def _kernel_settings(model) -> dict:
@@ -178,15 +187,31 @@ def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int):
                          jitter=float(getattr(model, "jitter", 0.0) or 0.0))
 
 
+def prepare_opening(model, name: str, labels=None, label_name: str | None = None, max_iters: int = 300,
+                    run_id: int = 0):
+    """(config, dataset, result) that show ``model`` on a page, all computed (the objective too)
+    before the page changes; DataError, or the engine's error, says why it cannot be shown."""
+    config = config_for(model, max_iters=max_iters)
+    dataset = dataset_for(model, name, labels, label_name)
+    return config, dataset, result_for(model, config, dataset, run_id)
+
+
 def open_model(explorer, model, name: str, labels=None, label_name: str | None = None) -> bool:
     """Show ``model`` on ``explorer``'s page as a finished result; False (and a message) if it cannot.
 
-    ``labels`` (one per row, e.g. from `read_labels`) colour the points.
+    ``labels`` (one per row, e.g. from `read_labels`) colour the points.  Everything
+    is computed before the page changes: when it cannot be shown, the data and the
+    result on show stay exactly as they were and the Data card says why.
     """
+    if explorer.training.active:
+        explorer.data.error = f"Could not open {quote(name)}: stop the training first."
+        return False
     try:
-        config = config_for(model, max_iters=explorer.settings.max_iters)
-        dataset = dataset_for(model, name, labels, label_name)
-    except DataError as exc:
+        config, dataset, result = prepare_opening(model, name, labels, label_name, explorer.settings.max_iters,
+                                                  explorer.training.run_id + 1)
+    except Exception as exc:  # noqa: BLE001 - any failure: nothing on the page changes, and it says why
+        if not isinstance(exc, (DataError, EngineError)):
+            logger.exception("Could not open the saved model %s", name)
         explorer.data.error = f"Could not open {quote(name)}: {exc}"
         return False
 
@@ -207,7 +232,6 @@ def open_model(explorer, model, name: str, labels=None, label_name: str | None =
         except ValueError as exc:  # e.g. Q=1, below the card's range: the result is shown all the same
             logger.info("Saved model %s: setting %s not applied (%s)", name, key, exc)
     settings.validate()
-    result = result_for(model, config, explorer.data.dataset, explorer.training.run_id + 1)
     if not explorer.training.show_result(result, name):
         return False
     explorer.result_source = explorer.data.dataset
