@@ -14,21 +14,37 @@ bigger than the upload limit. FILE may also be a saved model (``gplvm-explorer f
 result to explore without training (`gplvm_explorer.saved_model`). The
 server's websocket message limit is set
 explicitly (see `gplvm_explorer.serving`).
+
+Everything given is checked before the server starts, and every refusal is one
+line on stderr (`gplvm_explorer.cli_checks`). Exit codes::
+
+    0    the server stopped (Ctrl-C)
+    2    impossible settings or command-line usage: an unknown or bad flag, a port outside
+         1-65535 or in use, an address this machine does not have, a dask scheduler that is
+         malformed or does not answer within 10 s
+    3    FILE cannot be used: not found, not a regular file (a device such as /dev/zero, a
+         pipe, a directory), not data the app reads, or a saved model that is damaged or too
+         big to open in a session
+    70   an unexpected internal error (reported in one line)
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
 import sys
 from pathlib import Path
 
+from gplvm_explorer.cli_checks import OneLineParser, check_listen, port_number, unexpected_error
+
+EXIT_SETTINGS = 2
+EXIT_FILE = 3
+
 
 def parse_args(argv=None):
     from gplvm_explorer.serving import WEBSOCKET_MAX_MESSAGE_SIZE
 
-    p = argparse.ArgumentParser(prog="gplvm-explorer", description="Serve GPLVM Explorer in the browser.")
+    p = OneLineParser(prog="gplvm-explorer", description="Serve GPLVM Explorer in the browser.")
     p.add_argument("file", nargs="?", default=None, metavar="FILE",
                    help="a data file (CSV/TSV/TXT/NPY/NPZ/Parquet) to offer in every session; read from disk, "
                         "so it may be bigger than the upload limit; or a saved model (.npz) to explore "
@@ -40,7 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--num-inducing", type=int, default=None, metavar="M", help="inducing points M")
     p.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
                    help="fit Bayesian and sparse GP-LVMs on this dask.distributed scheduler (e.g. tcp://host:8786)")
-    p.add_argument("--port", type=int, default=5006, help="port to listen on (default 5006)")
+    p.add_argument("--port", type=port_number, default=5006, help="port to listen on, 1-65535 (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--show", action="store_true", help="open the app in a browser")
     p.add_argument("--max-trainings", type=int, default=None,
@@ -59,9 +75,14 @@ def check_file(path: str, label=None) -> tuple[Path | None, str]:
     from gplvm_explorer.serving import CLI_LIMITS
     from gplvm_explorer.data import load_file
 
-    p = Path(path).expanduser()
     from gplvm_explorer import saved_model
+    from gplvm_explorer.data import regular_file_size
 
+    p = Path(path).expanduser()
+    try:
+        regular_file_size(p)  # by stat alone: /dev/zero, pipes and directories are never opened
+    except DataError as exc:
+        return None, str(exc)
     if saved_model.is_model_file(p):  # a model saved by `gplvm-explorer fit` or the page: opened, not retrained
         if label is not None:
             return None, "--label applies to data files; a saved model has no label column."
@@ -145,50 +166,50 @@ def main(argv=None) -> int:
 
         return fit_command.main(argv[1:])
     args = parse_args(argv)
+    try:
+        return serve(args)
+    except Exception as exc:  # noqa: BLE001 - a refusal no check foresaw: still one line, never a traceback
+        return unexpected_error("gplvm-explorer", exc)
+
+
+def _refuse(message: str, code: int = EXIT_SETTINGS) -> int:
+    print(message, file=sys.stderr)
+    return code
+
+
+def serve(args) -> int:
+    """Check everything ``args`` give, then serve the app until Ctrl-C; the exit code."""
     if args.max_trainings is not None:
         if args.max_trainings < 1:
-            print("--max-trainings must be at least 1", file=sys.stderr)
-            return 2
+            return _refuse(f"--max-trainings must be at least 1, got {args.max_trainings}.")
         os.environ["GPLVM_EXPLORER_MAX_TRAININGS"] = str(args.max_trainings)
     if args.websocket_max_message_size < 1:
-        print("--websocket-max-message-size must be positive", file=sys.stderr)
-        return 2
+        return _refuse(f"--websocket-max-message-size must be positive, got {args.websocket_max_message_size}.")
+    busy = check_listen(args.address, args.port)
+    if busy:
+        return _refuse(f"Cannot serve: {busy}")
     from gplvm_explorer.serving import PRELOAD_ENV, SERVER_OPTIONS, SETTINGS_ENV
 
     try:
         settings = page_settings(args)
     except (TypeError, ValueError) as exc:
-        print(f"Bad setting: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"Bad setting: {exc}")
     label = args.label
-    if label is not None and label.strip().lstrip("-").isdigit() and args.file is not None:
-        from gplvm_explorer.data import DataError, csv_columns
-        from gplvm_explorer.serving import CLI_LIMITS
-
-        try:
-            names = csv_columns(args.file, limits=CLI_LIMITS)
-        except DataError:
-            names = []
-        label = label if label in names else int(label)
     if label is not None and args.file is None:
-        print("--label needs a FILE.", file=sys.stderr)
-        return 2
-    build = None
-    if args.dask_scheduler:
-        from gplvm_explorer.cluster import ClusterError, connect, dask_builder
-
-        try:
-            client = connect(args.dask_scheduler)
-        except ClusterError as exc:
-            print(str(exc), file=sys.stderr)
-            return 2
-        build = dask_builder(client)
-        print(f"Bayesian GP-LVMs train on the dask scheduler at {args.dask_scheduler}", flush=True)
+        return _refuse("--label needs a FILE.")
     if args.file is not None:
+        if label is not None and label.strip().lstrip("-").isdigit():
+            from gplvm_explorer.data import DataError, csv_columns
+            from gplvm_explorer.serving import CLI_LIMITS
+
+            try:
+                names = csv_columns(args.file, limits=CLI_LIMITS)
+            except DataError:
+                names = []
+            label = label if label in names else int(label)
         path, summary = check_file(args.file, label)
         if path is None:
-            print(f"Cannot use {args.file}: {summary}", file=sys.stderr)
-            return 2
+            return _refuse(f"Cannot use {args.file}: {summary}", EXIT_FILE)
         os.environ[PRELOAD_ENV] = str(path)  # read by every session (gplvm_explorer.serving)
         print(f"Data file: {summary}", flush=True)
         from gplvm_explorer.saved_model import is_model_file
@@ -196,6 +217,16 @@ def main(argv=None) -> int:
         if settings and is_model_file(path):
             print("note: the saved model's own settings are shown; --model, --latent-dim and --num-inducing "
                   "are ignored", file=sys.stderr, flush=True)
+    build = None
+    if args.dask_scheduler:
+        from gplvm_explorer.cluster import ClusterError, connect, dask_builder
+
+        try:
+            client = connect(args.dask_scheduler)
+        except ClusterError as exc:
+            return _refuse(str(exc))
+        build = dask_builder(client)
+        print(f"Bayesian GP-LVMs train on the dask scheduler at {args.dask_scheduler}", flush=True)
     os.environ[SETTINGS_ENV] = json.dumps(dict(settings, **({"label": label} if label is not None else {})))
     import panel as pn
 
@@ -210,20 +241,24 @@ def main(argv=None) -> int:
         origins += args.allow_websocket_origin
     print(f"GPLVM Explorer on http://{args.address}:{args.port}/  (Ctrl+C to stop)", flush=True)
     options = dict(SERVER_OPTIONS, websocket_max_message_size=args.websocket_max_message_size)
+
     def page():  # a plain function: pn.serve calls it once per session
         return session_page(build)
 
-    pn.serve(
-        page,
-        port=args.port,
-        address=args.address,
-        websocket_origin=origins,
-        show=args.show,
-        title=app.TITLE,
-        threaded=False,
-        liveness=True,  # GET /liveness answers 200 once the server is up
-        **options,
-    )
+    try:
+        pn.serve(
+            page,
+            port=args.port,
+            address=args.address,
+            websocket_origin=origins,
+            show=args.show,
+            title=app.TITLE,
+            threaded=False,
+            liveness=True,  # GET /liveness answers 200 once the server is up
+            **options,
+        )
+    except OSError as exc:  # e.g. the port was taken between the check and now
+        return _refuse(f"Cannot serve on {args.address} port {args.port}: {exc.strerror or exc}.")
     return 0
 
 

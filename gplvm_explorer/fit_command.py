@@ -15,14 +15,17 @@ Exit codes::
 
     0    fitted and saved
     1    the fit failed numerically (the best point reached is still saved when there is one)
-    2    impossible settings or command-line usage (e.g. more inducing points than rows)
-    3    the data file cannot be used (unreadable, not a table of numbers, ...)
-    4    the output files cannot be written
+    2    impossible settings or command-line usage (e.g. more inducing points than rows,
+         --latent-dim above the data's columns, a model bigger than this machine's memory)
+    3    the data file cannot be used (not found, not a regular file, not a table of numbers, ...)
+    4    the output files cannot be written (a directory, a device, no permission, ...)
+    70   an unexpected internal error (reported in one line)
     130  interrupted by SIGINT (143: SIGTERM); the best point reached was saved
+
+Every refusal is one line on stderr, made before anything big is read or built.
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import logging
 import math
@@ -35,6 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from gplvm_explorer.cli_checks import OneLineParser, check_latent_dim, unexpected_error
 
 EXIT_OK = 0
 EXIT_FIT_FAILED = 1
@@ -58,16 +63,17 @@ class UsageError(Exception):
     """A setting that cannot work, found before fitting (exit code 2)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     from gplvm_explorer.data import FORMATS
 
     formats = ", ".join(f.upper() for f in FORMATS)
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="gplvm-explorer fit",
         description="Fit a GP-LVM to a data file without the browser and save the trained model.",
         epilog="Exit codes: 0 saved; 1 the fit failed numerically; 2 impossible settings; "
-               "3 unusable data file; 4 cannot write the output; 130 interrupted (Ctrl-C), "
-               "best point saved. Open the saved model in the app or with engine.io.load_model.",
+               "3 unusable data file; 4 cannot write the output; 70 unexpected internal error; "
+               "130 interrupted (Ctrl-C), best point saved. Open the saved model in the app or with "
+               "engine.io.load_model.",
     )
     p.add_argument("file", metavar="FILE", help=f"data file ({formats}); rows are data points")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.npz", help="where to save the trained model")
@@ -100,18 +106,28 @@ def _message(exc) -> str:
 
 
 def _output_path(path: str) -> Path:
-    """The .npz path numpy would write for ``path``, checked to be writable (UsageError otherwise)."""
+    """The .npz path numpy would write for ``path``, checked to be writable (UsageError otherwise).
+
+    A name without the suffix gets it (``model`` -> ``model.npz``), unless something other than a
+    regular file already has that name (``/dev/full``, a directory, a pipe): that is refused as given.
+    """
     out = Path(path).expanduser()
+    _check_writable(out)
     if out.suffix.lower() != ".npz":
         out = out.with_name(out.name + ".npz")
-    _check_writable(out)
+        _check_writable(out)
     return out
 
 
 def _check_writable(path: Path) -> None:
+    import stat
+
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise UsageError(f"Cannot write {path}: it is a directory.")
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+        raise UsageError(f"Cannot write {path}: it is a device or a pipe, not a file; give a file name such as "
+                         "model.npz.")
     if not parent.is_dir():
         raise UsageError(f"Cannot write {path}: the directory {parent} does not exist.")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -133,16 +149,48 @@ def _label_column(value, path, limits):
 
 def load_dataset(args):
     """The Dataset to fit, via the data layer (DataError on any problem with the file)."""
-    from gplvm_explorer.data import DataError, load_file
+    from gplvm_explorer.data import load_file, regular_file_size
     from gplvm_explorer.serving import CLI_LIMITS
 
     path = Path(args.file).expanduser()
-    if not path.exists():
-        raise DataError(f"Cannot read {args.file}: no such file.")
-    if path.is_dir():
-        raise DataError(f"Cannot read {args.file}: it is a directory, not a data file.")
+    regular_file_size(path)  # by stat alone: /dev/zero, pipes and directories are never opened
     return load_file(path, label_column=_label_column(args.label, path, CLI_LIMITS), standardize=args.standardize,
                      missing=args.missing, limits=CLI_LIMITS, seed=args.seed)
+
+
+def check_settings(args) -> None:
+    """The settings that are wrong whatever the data (UsageError), checked before the file is read."""
+    if args.latent_dim < 1:
+        raise UsageError(f"--latent-dim must be at least 1, got {args.latent_dim}.")
+    if args.max_iters < 0:
+        raise UsageError(f"--max-iters must be 0 or more, got {args.max_iters}.")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {args.seed}.")
+    if args.num_inducing is not None and args.num_inducing < 1:
+        raise UsageError(f"--num-inducing must be at least 1, got {args.num_inducing}.")
+
+
+def num_inducing(args, N: int) -> int:
+    """M of the bayesian and sparse models: --num-inducing, by default DEFAULT_NUM_INDUCING or N if fewer."""
+    return min(DEFAULT_NUM_INDUCING, N) if args.num_inducing is None else int(args.num_inducing)
+
+
+def check_against_data(args, N: int, D: int, budget=None) -> None:
+    """The settings checked against the data's N rows and D columns, and the model's estimated memory
+    against ``budget`` (default: this machine's memory), before anything is built (UsageError)."""
+    from gplvm_explorer.catalog import CATALOG, Budget, budget_excess
+
+    check_settings(args)
+    wrong = check_latent_dim(args.latent_dim, D)
+    if wrong:
+        raise UsageError(wrong)
+    spec = CATALOG[args.model]
+    M = num_inducing(args, N) if spec.uses_inducing else 0
+    if M > N:
+        raise UsageError(f"--num-inducing {M} is more than the {N} data rows; use at most {N}.")
+    excess = budget_excess(spec, spec.cost(N, D, args.latent_dim, M), N, budget or Budget.machine())
+    if excess:
+        raise UsageError(f"{excess[0].upper()}{excess[1:]}; use {spec.cheaper or 'fewer inducing points or rows'}.")
 
 
 def build_model(args, Y):
@@ -150,11 +198,8 @@ def build_model(args, Y):
     import engine
     from engine import kernels
 
-    if args.latent_dim < 1:
-        raise UsageError(f"--latent-dim must be at least 1, got {args.latent_dim}.")
-    if args.max_iters < 0:
-        raise UsageError(f"--max-iters must be 0 or more, got {args.max_iters}.")
     N = Y.shape[0]
+    check_against_data(args, N, Y.shape[1])
     kernel = {"rbf": None, "linear": kernels.Linear, "matern32": kernels.Matern32,
               "matern52": kernels.Matern52}[args.kernel]
     kernel = None if kernel is None else kernel(args.latent_dim, ard=True)
@@ -163,14 +208,7 @@ def build_model(args, Y):
         cls = engine.GPLVM
     else:
         cls = engine.BayesianGPLVM if args.model == "bayesian" else engine.SparseGPLVM
-        M = args.num_inducing
-        if M is None:
-            M = min(DEFAULT_NUM_INDUCING, N)
-        elif M < 1:
-            raise UsageError(f"--num-inducing must be at least 1, got {M}.")
-        elif M > N:
-            raise UsageError(f"--num-inducing {M} is more than the {N} data rows; use at most {N}.")
-        kwargs["num_inducing"] = M
+        kwargs["num_inducing"] = num_inducing(args, N)
     return cls(Y, args.latent_dim, **kwargs)
 
 
@@ -353,6 +391,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("\nAborted; nothing was saved.", file=sys.stderr)
         return 128 + int(signal.SIGINT)
+    except Exception as exc:  # noqa: BLE001 - a failure no check foresaw: still one line, never a traceback
+        return unexpected_error("gplvm-explorer fit", exc)
 
 
 def run(args) -> int:
@@ -361,6 +401,11 @@ def run(args) -> int:
     import engine
     from gplvm_explorer.data import DataError
 
+    try:
+        check_settings(args)
+    except UsageError as exc:
+        print(f"error: impossible setting: {exc}", file=err)
+        return EXIT_SETTINGS
     try:
         out = _output_path(args.output)
         coords = None

@@ -9,6 +9,7 @@
     prepare(dataset, *, standardize=False, drop_constant=True, max_rows=None, seed=0,
             missing="keep") -> Dataset            # missing: one of MISSING_MODES
     too_big_message(size, limit, *, upload=True) -> str
+    regular_file_size(path) -> int   # stat only: devices, pipes, directories refused unread
 
 Missing cells are NaN in ``Dataset.values`` (``Dataset.observed`` /
 ``missing_mask`` / ``missing_counts``); rows with missing cells are kept
@@ -22,7 +23,7 @@ so every rendering site must escape them (`gplvm_explorer.text.escape`).
 
 from .dataset import Dataset, SampleInfo
 from .errors import DataError
-from .loading import FORMATS, csv_columns, load_file, too_big_message
+from .loading import FORMATS, csv_columns, load_file, regular_file_size, too_big_message
 from .prepare import MISSING_MODES, prepare
 from .registry import load_sample, samples
 from .validation import Limits
@@ -38,6 +39,7 @@ __all__ = [
     "load_file",
     "load_sample",
     "prepare",
+    "regular_file_size",
     "samples",
     "too_big_message",
 ]

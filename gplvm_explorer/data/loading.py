@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from ..text import plain, quote
@@ -59,6 +60,33 @@ def _format(filename: str | None, data: bytes) -> str:
     return "csv"
 
 
+#: What a path that is not a regular file is, by its stat mode.
+_NOT_FILES = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+
+
+def regular_file_size(path) -> int:
+    """Bytes in the file at ``path``, checked by ``stat`` alone to be a regular file.
+
+    Devices (``/dev/zero`` never ends), named pipes, sockets and directories
+    are refused with a `DataError` before anything is opened or read.
+    """
+    path = Path(path)
+    shown = quote(path.name or str(path), 120)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"File not found: {shown}. Check the path.") from None
+    except PermissionError:
+        raise DataError(f"Cannot read {shown}: permission denied.") from None
+    except OSError as exc:
+        raise DataError(f"Cannot read {shown}: {plain(exc.strerror or exc)}.") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for is_kind, name in _NOT_FILES if is_kind(st.st_mode)), "not a regular file")
+        raise DataError(f"{shown} is {kind}, not a file. Choose a CSV, TSV, TXT, NPY, NPZ or Parquet file.")
+    return int(st.st_size)
+
+
 def _read_source(source, filename: str | None, limits: Limits, head: int | None = None):
     """Return (bytes, filename); checks the size limit before reading."""
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -68,14 +96,12 @@ def _read_source(source, filename: str | None, limits: Limits, head: int | None 
         path = Path(source)
         if filename is None:
             filename = path.name
+        size = regular_file_size(path)
         try:
-            size = path.stat().st_size
-            if not path.is_file():
-                raise DataError(f"{quote(path.name)} is not a file. Choose a CSV, TSV, NPY or NPZ file.")
             if size <= limits.max_bytes:
                 with open(path, "rb") as fh:
                     data = fh.read(head if head is not None else limits.max_bytes + 1)
-        except FileNotFoundError:
+        except FileNotFoundError:  # removed since the stat
             raise DataError(f"File not found: {quote(path.name)}. Check the path.") from None
         except PermissionError:
             raise DataError(f"Cannot read {quote(path.name)}: permission denied.") from None

@@ -26,13 +26,13 @@ def test_flags_parse():
     assert cli.page_settings(args) == {"model": "bayesian", "latent_dim": 3, "num_inducing": 12}
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--latent-dim", "99"], "latent_dim"),
-    (["--model", "nope"], "model"),
-    (["--label", "nope"], "not found"),
+@pytest.mark.parametrize("flags, message, code", [
+    (["--latent-dim", "99"], "latent_dim", 2),
+    (["--model", "nope"], "model", 2),
+    (["--label", "nope"], "not found", 3),  # FILE has no such column: the file cannot be used so
 ])
-def test_bad_flags_exit_2_with_a_message(tmp_path, capsys, flags, message):
-    assert cli.main([str(_csv(tmp_path)), *flags]) == 2
+def test_bad_flags_exit_with_a_message(tmp_path, capsys, flags, message, code):
+    assert cli.main([str(_csv(tmp_path)), *flags]) == code
     assert message in capsys.readouterr().err
 
 

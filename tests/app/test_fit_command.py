@@ -131,7 +131,7 @@ def test_label_column_by_index_or_by_a_numeric_name(tmp_path, capsys, label):
 def test_missing_file_exits_3_naming_it(tmp_path, capsys):
     code, err = run_fit([tmp_path / "nope.csv", "-o", tmp_path / "m.npz"], capsys)
     assert code == fit_command.EXIT_DATA == 3
-    assert "nope.csv" in err and "no such file" in err
+    assert "nope.csv" in err and "File not found" in err
     assert not (tmp_path / "m.npz").exists()
 
 

@@ -157,10 +157,10 @@ def test_command_line_checks_the_model_and_every_session_opens_it(tmp_path, monk
             p.explorer.close()
 
 
-def test_command_line_refuses_a_damaged_model_with_exit_code_2(tmp_path, capsys):
+def test_command_line_refuses_a_damaged_model_with_exit_code_3(tmp_path, capsys):
     path = tmp_path / "bad.npz"
     np.savez(path, format_version=np.array(1), model_class=np.array("Nothing"), Y=np.zeros((3, 2)))
-    assert cli.main([str(path), "--port", "0"]) == 2
+    assert cli.main([str(path), "--port", "65535"]) == cli.EXIT_FILE == 3  # refused before the port is used
     assert "not a model the app can open" in capsys.readouterr().err
 
 
