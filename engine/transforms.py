@@ -24,7 +24,7 @@ class Identity:
         return np.asarray(x, dtype=float)
 
     @staticmethod
-    def inverse(value):
+    def inverse(value, name: str = "values"):
         return np.asarray(value, dtype=float)
 
     @staticmethod
@@ -48,10 +48,10 @@ class Softplus:
         x = np.asarray(x, dtype=float)
         return np.logaddexp(0.0, x) + self.lower
 
-    def inverse(self, value):
+    def inverse(self, value, name: str = "values"):
         v = np.asarray(value, dtype=float) - self.lower
         if np.any(v <= 0):
-            raise ShapeError(f"Expected values above {self.lower:g}, got minimum {np.min(value)!r} instead.")
+            raise ShapeError(f"Expected {name} above {self.lower:g}, got {float(np.min(value)):g} instead.")
         # log(exp(v) - 1) written to stay finite for large and small v
         return v + np.log(-np.expm1(-v))
 
@@ -71,10 +71,10 @@ class Exp:
         return np.exp(np.asarray(x, dtype=float))
 
     @staticmethod
-    def inverse(value):
+    def inverse(value, name: str = "values"):
         v = np.asarray(value, dtype=float)
         if np.any(v <= 0):
-            raise ShapeError(f"Expected positive values, got minimum {np.min(v)!r} instead.")
+            raise ShapeError(f"Expected positive {name}, got {float(np.min(v)):g} instead.")
         return np.log(v)
 
     @staticmethod
@@ -138,7 +138,7 @@ class ParameterPacker:
             v = np.asarray(values[s.name], dtype=float)
             if v.shape != s.shape and v.size != s.size:
                 raise ShapeError(f"Expected {s.name} of shape {s.shape}, got {v.shape} instead.")
-            x[self._slices[s.name]] = np.ravel(s.transform.inverse(v))
+            x[self._slices[s.name]] = np.ravel(s.transform.inverse(v, s.name))
         return x
 
     def unpack(self, x: np.ndarray) -> dict:

@@ -41,7 +41,7 @@ from ..missing import observation_groups
 from ..psi.point import PointPsi
 from ..transforms import POSITIVE, ParameterSpec
 from .base import initial_X
-from .collapsed import CollapsedModel, collapsed_cholesky, inducing_subset
+from .collapsed import CollapsedModel, collapsed_cholesky, initial_Z
 from .projection import QxProjection
 
 LOG_2PI = np.log(2.0 * np.pi)
@@ -71,7 +71,7 @@ class BayesianGPLVM(CollapsedModel):
         psi.check_supported(self._kernel)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
         S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
-        Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
+        Z0 = initial_Z(X0, num_inducing, seed, Z)
         self.num_inducing = Z0.shape[0]
         specs = [self._free_spec("X_mean", X0.shape), ParameterSpec("X_variance", X0.shape, POSITIVE),
                  self._free_spec("Z", Z0.shape), *self._kernel_specs(self._kernel), self._noise_spec()]

@@ -20,7 +20,7 @@ from ..imputation import candidate_rows, check_method, mixture_moments
 from ..linalg import chol_inverse, escalate_jitter, start_jitter, tri_solve
 from ..missing import observation_groups
 from ..psi.point import PointPsi
-from ..validation import integer
+from ..validation import integer, latent_points
 from .base import LatentVariableModel
 
 
@@ -53,6 +53,13 @@ def collapsed_cholesky(Kmm, jitter, beta, Psi2, owner=""):
 
     scale = float(np.mean(np.diag(Kmm)))
     return escalate_jitter(factorise, jitter, scale, "inducing-point kernel matrix Kmm", owner)[0]
+
+
+def initial_Z(X0: np.ndarray, num_inducing: int, seed: int, Z=None) -> np.ndarray:
+    """Inducing points (M, Q): ``Z`` as given (checked: finite, Q columns), else a random subset of X0's rows."""
+    if Z is None:
+        return inducing_subset(X0, num_inducing, seed)
+    return np.array(latent_points(Z, X0.shape[1], name="Z"), dtype=float)
 
 
 #: Rows per chunk in predictions at uncertain inputs (their per-row Psi2 are (chunk, M, M)).

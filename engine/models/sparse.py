@@ -10,7 +10,7 @@ import numpy as np
 from ..likelihoods import require_gaussian
 from ..linalg import chol_solve
 from .base import initial_X
-from .collapsed import CollapsedModel, add_grads, collapsed_cholesky, inducing_subset
+from .collapsed import CollapsedModel, add_grads, collapsed_cholesky, initial_Z
 from .gplvm import log_prior
 from .projection import PointProjection
 
@@ -30,7 +30,7 @@ class SparseGPLVM(CollapsedModel):
         require_gaussian(likelihood, "SparseGPLVM")
         super().__init__(Y, latent_dim, kernel, noise_variance=noise_variance, init=init, observed=observed)
         X0 = initial_X(self.Y, self.latent_dim, init, seed, X)
-        Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
+        Z0 = initial_Z(X0, num_inducing, seed, Z)
         self.num_inducing = Z0.shape[0]
         specs = [self._free_spec("X_mean", X0.shape), self._free_spec("Z", Z0.shape),
                  *self._kernel_specs(self._kernel), self._noise_spec()]

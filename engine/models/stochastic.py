@@ -66,7 +66,7 @@ from ..psi.point import PointPsi
 from ..transforms import POSITIVE, ParameterPacker, ParameterSpec, Softplus
 from ..validation import check_finite_rows, fraction, integer, positive_number, real_matrix
 from .base import LatentVariableModel, validate_latent_dim
-from .collapsed import add_grads, inducing_subset
+from .collapsed import add_grads, initial_Z
 from .projection import QxProjection
 
 LOG_2PI = np.log(2.0 * np.pi)
@@ -322,9 +322,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
 
         X0 = self._initial_X(X, cov, init, seed)
         S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
-        Z0 = inducing_subset(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
-        if Z0.ndim != 2 or Z0.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected Z of shape (M, {self.latent_dim}), got {Z0.shape} instead.")
+        Z0 = initial_Z(X0, num_inducing, seed, Z)
         self.num_inducing = M = Z0.shape[0]
         D = self.output_dim
         specs = [self._free_spec("X_mean", X0.shape), ParameterSpec("X_variance", X0.shape, POSITIVE),

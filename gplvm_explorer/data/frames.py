@@ -62,7 +62,7 @@ def _raw_table(names, numeric, label_cells, *, label_column, limits: Limits, wha
         keep.append(col)
         keep_names.append(name)
     if not keep:
-        raise DataError(f"No numeric columns found in {what}.")
+        raise DataError(f"No numeric columns: {what[:1].lower()}{what[1:]} has no column of numbers to model.")
     if len(keep) == 1:
         raise DataError(
             f"Only one numeric column ({quote(keep_names[0], 40)}) was found; a latent variable model "
