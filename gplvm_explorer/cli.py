@@ -185,9 +185,6 @@ def serve(args) -> int:
         os.environ["GPLVM_EXPLORER_MAX_TRAININGS"] = str(args.max_trainings)
     if args.websocket_max_message_size < 1:
         return _refuse(f"--websocket-max-message-size must be positive, got {args.websocket_max_message_size}.")
-    busy = check_listen(args.address, args.port)
-    if busy:
-        return _refuse(f"Cannot serve: {busy}")
     from gplvm_explorer.serving import PRELOAD_ENV, SERVER_OPTIONS, SETTINGS_ENV
 
     try:
@@ -217,6 +214,9 @@ def serve(args) -> int:
         if settings and is_model_file(path):
             print("note: the saved model's own settings are shown; --model, --latent-dim and --num-inducing "
                   "are ignored", file=sys.stderr, flush=True)
+    busy = check_listen(args.address, args.port)
+    if busy:
+        return _refuse(f"Cannot serve: {busy}")
     build = None
     if args.dask_scheduler:
         from gplvm_explorer.cluster import ClusterError, connect, dask_builder

@@ -38,7 +38,7 @@ def test_bad_flags_exit_with_a_message(tmp_path, capsys, flags, message, code):
 
 def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, capsys):
     pytest.importorskip("distributed")
-    assert cli.main([str(_csv(tmp_path)), "--dask-scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert cli.main([str(_csv(tmp_path)), "--dask-scheduler", "tcp://127.0.0.1:9", "--port", "65533"]) == 2
     assert "dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
 
 

@@ -44,7 +44,7 @@ def test_cli_check_file(tmp_path):
 def test_cli_refuses_a_bad_file_before_serving(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("only text\n")
-    assert cli.main([str(bad)]) == 2
+    assert cli.main([str(bad)]) == cli.EXIT_FILE == 3
     assert "Cannot use" in capsys.readouterr().err
 
 
