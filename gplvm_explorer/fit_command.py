@@ -212,6 +212,21 @@ def build_model(args, Y):
     return cls(Y, args.latent_dim, **kwargs)
 
 
+def start_fit(args, Y):
+    """(model, note): `build_model`'s model with its start evaluated; a start the numbers refuse falls
+    back to a random start, then fewer inducing points (`engine.fit_start`), and the note says so."""
+    import argparse
+
+    from engine.fit_start import start_model
+
+    def build(init, m):
+        return build_model(argparse.Namespace(**{**vars(args), "init": init, "num_inducing": m}), Y)
+
+    M = None if args.model == "gplvm" else num_inducing(args, Y.shape[0])
+    start = start_model(build, args.init, M, optimizer=args.optimizer)
+    return start.model, start.note
+
+
 # ---- progress -----------------------------------------------------------------------------------
 
 def _clock(seconds: float) -> str:
@@ -426,7 +441,11 @@ def run(args) -> int:
         print(f"note: {note}", file=err)
 
     try:
-        model = build_model(args, ds.values)
+        with engine_log_to(lambda text: print(text, file=err, flush=True)):
+            model, start_note = start_fit(args, ds.values)
+    except engine.NumericalError as exc:  # not even the fallbacks start
+        print(f"error: the fit failed at its start: {_message(exc)}", file=err)
+        return EXIT_FIT_FAILED
     except (UsageError, engine.EngineError) as exc:
         hint = ""
         if isinstance(exc, engine.UnsupportedKernelError):
@@ -437,6 +456,8 @@ def run(args) -> int:
         print(f"error: impossible setting: {_message(exc)}{hint}", file=err)
         return EXIT_SETTINGS
 
+    if start_note:
+        print(f"note: {start_note}", file=err)
     if args.model == "gplvm" and args.num_inducing is not None:
         print("note: --num-inducing is ignored by --model gplvm (the exact GP-LVM has no inducing points)",
               file=err)

@@ -268,6 +268,8 @@ class TrainingRun(param.Parameterized):
             self.details = ev.details
         elif st in _MESSAGES:
             self.message, self.message_kind = _MESSAGES[st], "info"
+        elif ev.message:  # the run goes on (or ended with a result) but something changed: a fallback start,
+            self.message, self.message_kind = ev.message, "warning"  # an early stop at the best point
         else:
             self.message, self.message_kind = "", "info"
             jitter = getattr(self.result, "jitter", 0.0) if self.result is not None else 0.0

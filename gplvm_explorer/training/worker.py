@@ -350,6 +350,7 @@ class PreparedStart:
         self._done = threading.Event()
         self._model = None
         self._value: float | None = None
+        self._started: tuple = (config, "")  # (config the model was built with, note) of the start
         self._thread = threading.Thread(target=self._run, name="gplvm-prepare", daemon=True)
 
     @staticmethod
@@ -386,8 +387,10 @@ class PreparedStart:
         self._wake.set()
 
     def take(self, stop: threading.Event) -> tuple | None:
-        """(model, objective at its start), waiting for the computation; None if it failed,
-        was cancelled or ``stop`` was set first.  Once only: the model now belongs to the caller."""
+        """(model, objective at its start, config it was built with, note), waiting for the
+        computation; None if it failed, was cancelled or ``stop`` was set first.  Once only: the
+        model now belongs to the caller.  The config and note differ from the one asked for when
+        the start fell back (`start_with_fallbacks`)."""
         self._wanted = True
         self._wake.set()
         while not self._done.wait(0.05):
@@ -396,7 +399,7 @@ class PreparedStart:
                 return None
         if self._cancel.is_set() or self._model is None:
             return None
-        taken = (self._model, float(self._value))
+        taken = (self._model, float(self._value), *self._started)
         self._model = None
         self._cancel.set()  # taken: it serves no other run
         return taken
@@ -406,8 +409,6 @@ class PreparedStart:
         return self._done.wait(timeout)
 
     def _run(self) -> None:
-        import engine
-
         try:
             self._wake.wait(self._delay)
             while not self._cancel.is_set() and not self._wanted and self._limiter.active >= self._limiter.limit:
@@ -415,13 +416,11 @@ class PreparedStart:
             with _PREPARE_LOCK:
                 if self._cancel.is_set():
                     return
-                model = _build_pinned(self._build, self._Y, self.config)
-                if self._cancel.is_set():
+                started = start_with_fallbacks(self._build, self._Y, self.config, stop=self._cancel)
+                if started is None or self._cancel.is_set():
                     return
-                result = engine.fit(model, optimizer=self.config.optimizer, max_iters=0, stop=self._cancel)
-                if result.stopped or self._cancel.is_set():
-                    return
-                self._model, self._value = model, float(result.objective)
+                model, value, config, note = started
+                self._model, self._value, self._started = model, value, (config, note)
         except BaseException:  # the job builds again and reports what goes wrong
             logger.debug("Preparing the start of a training failed", exc_info=True)
             self._model = None
@@ -437,6 +436,30 @@ def _build_pinned(build, Y, config):
 
     with engine.single_blas_thread():
         return build(Y, config)
+
+
+def start_with_fallbacks(build, Y, config: ModelConfig, stop: threading.Event | None = None) -> tuple | None:
+    """(model, objective at its start, config it was built with, note) of a full-batch model:
+    when the numbers refuse the start asked for, ``engine.fit_start.start_model`` falls back to a
+    random start, then fewer inducing points, and the note says so.  None when ``stop`` was set."""
+    from engine.fit_start import start_model
+
+    uses_inducing = config.spec.uses_inducing
+
+    def make(init, num_inducing):
+        changed = dataclasses.replace(config, init=init,
+                                      num_inducing=num_inducing if uses_inducing else config.num_inducing)
+        return _build_pinned(build, Y, changed)
+
+    start = start_model(make, config.init, int(config.num_inducing) if uses_inducing else None,
+                        optimizer=config.optimizer, stop=stop)
+    if start is None:
+        return None
+    if start.note:
+        config = dataclasses.replace(config, init=start.init,
+                                     num_inducing=start.num_inducing if uses_inducing else config.num_inducing)
+        logger.warning("%s", start.note)
+    return start.model, start.objective, config, start.note
 
 
 def _check_start(prepared: float, evaluated: float) -> None:
@@ -493,6 +516,7 @@ class TrainingJob:
         self._last_notify = -np.inf
         self._thread: threading.Thread | None = None
         self._prepared = prepared
+        self._note = ""  # what changed when the start fell back (start_with_fallbacks)
 
     # ---- control (any thread) ----------------------------------------------------
     @property
@@ -666,6 +690,7 @@ class TrainingJob:
         import engine
 
         acquired = False
+        early = ""
         self._last_seen = None
         final = (Status.FAILED, "The training ended unexpectedly.", "")
         try:
@@ -676,29 +701,38 @@ class TrainingJob:
             self._emit_status(Status.STARTING)
             prepared, self._prepared = self._prepared, None
             taken = prepared.take(self._stop) if prepared is not None else None
+            if taken is None and PreparedStart.applies(self.config):
+                taken = start_with_fallbacks(self._build, self._Y, self.config, stop=self._stop)
             if taken is not None:
-                model, start_value = taken
-            else:
+                model, start_value, self.config, self._note = taken
+            else:  # minibatch models and those with extra inputs start in their own fit
                 model, start_value = _build_pinned(self._build, self._Y, self.config), None
             self._model = model
             self._objective_name = getattr(model, "objective_name", self._objective_name)
             result = None
             if not self._stop.is_set():
-                self._emit_status(Status.RUNNING)
+                self._emit_status(Status.RUNNING, self._note)
                 if start_value is None:
                     observed = _Observed(model, self._on_first_value)
                 else:  # iteration 0 is known: drawn now; the fit's own first evaluation only confirms it
                     self._on_first_value(start_value)
                     observed = _Observed(model, lambda value: _check_start(start_value, value))
                 callback = self._remember(self._on_snapshot)
-                result = engine.fit(observed, optimizer=self.config.optimizer, max_iters=int(self.config.max_iters),
-                                    callback=callback, stop=self._stop, pause=self._pause)
+                try:
+                    result = engine.fit(observed, optimizer=self.config.optimizer,
+                                        max_iters=int(self.config.max_iters), callback=callback, stop=self._stop,
+                                        pause=self._pause)
+                except engine.NumericalError as exc:
+                    if self._last_seen is None:  # not one iteration: nothing to keep
+                        raise
+                    # the engine left the model at its best point: a result, stopped early, not a failure
+                    early = self._stopped_early(exc)
             if result is not None:
                 self._last_seen = (int(result.iterations), float(result.objective))
             # the fit is over: the model no longer changes and is handed over as it is
             self._publish(model, None, final=True)
-            stopped = self._stop.is_set() or bool(getattr(result, "stopped", False))
-            final = (Status.STOPPED if stopped else Status.FINISHED, "", "")
+            stopped = self._stop.is_set() or bool(getattr(result, "stopped", False)) or bool(early)
+            final = (Status.STOPPED if stopped else Status.FINISHED, early or self._note, "")
         except BaseException as exc:  # shown in the page, never raised into the server
             logger.exception("Training run %d failed", self.run_id)
             details = traceback.format_exc()
@@ -715,6 +749,13 @@ class TrainingJob:
                 self._limiter.release()
             # the slot is free before the page hears the run is over
             self._emit_status(final[0], final[1], details=final[2])
+
+    def _stopped_early(self, exc) -> str:
+        """The note of a fit the numbers ended after some iterations (its best point is kept)."""
+        reason = str(exc).split(". Try")[0].rstrip(".")
+        logger.warning("Training run %d stopped early at iteration %d: %s", self.run_id, self._last_seen[0], reason)
+        return (f"Stopped early at iteration {self._last_seen[0]}: {reason}. The result is the best point "
+                "reached; standardising the data, fewer inducing points or a smaller Q may let it train longer.")
 
     def _remember(self, callback):
         def wrapped(snap):
