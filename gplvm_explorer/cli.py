@@ -44,7 +44,11 @@ EXIT_FILE = 3
 def parse_args(argv=None):
     from gplvm_explorer.serving import WEBSOCKET_MAX_MESSAGE_SIZE
 
-    p = OneLineParser(prog="gplvm-explorer", description="Serve GPLVM Explorer in the browser.")
+    p = OneLineParser(prog="gplvm-explorer", description="Serve GPLVM Explorer in the browser.",
+                      epilog="Exit codes: 0 the server stopped; 2 impossible settings (a bad flag, a port outside "
+                             "1-65535 or in use, a dask scheduler that does not answer within 10 s); 3 FILE cannot "
+                             "be used (not a regular file, not readable data, a saved model too big to open); "
+                             "70 unexpected internal error. 'gplvm-explorer fit --help' for the headless fit.")
     p.add_argument("file", nargs="?", default=None, metavar="FILE",
                    help="a data file (CSV/TSV/TXT/NPY/NPZ/Parquet) to offer in every session; read from disk, "
                         "so it may be bigger than the upload limit; or a saved model (.npz) to explore "
