@@ -704,7 +704,10 @@ class TrainingJob:
             if taken is None and PreparedStart.applies(self.config):
                 taken = start_with_fallbacks(self._build, self._Y, self.config, stop=self._stop)
             if taken is not None:
-                model, start_value, self.config, self._note = taken
+                model, start_value, started, self._note = taken
+                # a prepared start serves any max_iters: only what a fallback changed is taken from it
+                self.config = dataclasses.replace(self.config, init=started.init,
+                                                  num_inducing=started.num_inducing)
             else:  # minibatch models and those with extra inputs start in their own fit
                 model, start_value = _build_pinned(self._build, self._Y, self.config), None
             self._model = model
