@@ -458,8 +458,11 @@ class LatentVariableModel:
         (cached until they change)."""
         from ..geometry import LatentGeometry
 
-        return self._cached(lambda values: LatentGeometry(self._geometry_maps(values), values["X_mean"]),
-                            key="geometry")
+        def build(values):  # the training latents are where the data are (a dynamical model derives them)
+            anchors = values["X_mean"] if "X_mean" in values else self.X_mean
+            return LatentGeometry(self._geometry_maps(values), anchors)
+
+        return self._cached(build, key="geometry")
 
     @blas_pinned
     def metric(self, Xnew, dims=None) -> np.ndarray:

@@ -71,8 +71,8 @@ def model_reference(model):
         L = np.linalg.cholesky(k.K(Z) + model.jitter * np.eye(Z.shape[0]))
         R = np.tril(v["q_sqrt"])
         return qu_reference(k, Z, model.jitter, L @ v["q_mu"], L @ R @ R.T @ L.T)
-    if "X_variance" in v:
-        _, psi1, Psi2 = psi.compute(k, Z, v["X_mean"], v["X_variance"])
+    if model.X_variance is not None:  # q(X) (a dynamical model derives it from its time prior)
+        _, psi1, Psi2 = psi.compute(k, Z, model.X_mean, model.X_variance)
     else:
         psi1 = k.K(v["X_mean"], Z)
         Psi2 = psi1.T @ psi1
@@ -162,6 +162,19 @@ def test_stochastic_metric_matches_dense_reference_of_its_explicit_q_u():
     m.set_parameters(q_mu=rng.standard_normal((M, Y.shape[1])), q_sqrt=q_sqrt)
     Xt = probe_points()
     assert_metric_close(m.metric(Xt), reference_metric(*model_reference(m), Xt, m.output_dim), 2e-5)
+
+
+def test_dynamical_metric_matches_dense_reference():
+    X, Y = curved(N=30)
+    m = moved(engine.DynamicalBGPLVM(Y, np.linspace(0.0, 3.0, 30), Q, num_inducing=8))
+    Xt = points_near(m.X_mean)
+    assert_metric_close(m.metric(Xt), reference_metric(*model_reference(m), Xt, m.output_dim), 2e-5)
+    g = m.geodesic(m.X_mean[0], m.X_mean[-1], num_points=12)
+    assert g.length <= g.straight_length + 1e-12
+
+
+def points_near(X):
+    return np.vstack([X[:3] + 0.05, X[-2:] - 0.05])
 
 
 def test_missing_outputs_sum_the_metrics_of_the_column_groups():
