@@ -35,6 +35,7 @@ from gplvm_explorer.views import (
 from gplvm_explorer.views.common import title_with_help
 from gplvm_explorer.views.deep_layers import DeepLayersInput, DeepLayersView
 from gplvm_explorer.views.dynamics import DynamicsView
+from gplvm_explorer.views.geodesic import GeodesicView
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
@@ -99,12 +100,13 @@ def create_app(**explorer_options):
         card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
     ]
     reconstruction = ReconstructionView(explorer=ex)
+    geodesic = GeodesicView(explorer=ex)
     main = [
         PageErrors(explorer=ex),
         StatusBar(explorer=ex),
         pn.Row(
-            pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction), sizing_mode="stretch_width",
-                      min_width=440),
+            pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction, geodesic=geodesic), geodesic,
+                      sizing_mode="stretch_width", min_width=440),
             pn.Column(reconstruction, ARDPlot(explorer=ex), width=400),
             sizing_mode="stretch_width",
         ),

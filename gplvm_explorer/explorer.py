@@ -24,6 +24,7 @@ from .state.deep import DeepLayers
 from .state.imputation import ImputedValues, MissingValues
 from .state.labels import LabelColouring, colour_labels
 from .state.dynamics import Dynamics
+from .state.geodesic import GeodesicWalk
 from .state.latent import LatentSlice
 from .state.model_inputs import ModelInputs
 from .state.multiview import MultiView
@@ -56,6 +57,7 @@ class Explorer(param.Parameterized):
         self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
                                     publish_interval=publish_interval, notify_interval=notify_interval)
         self.latent = LatentSlice(self.dispatcher)
+        self.geodesic = GeodesicWalk(self.dispatcher, self.latent)  # geodesic mode of the latent map
         self.missing = MissingValues()
         self.imputation = ImputedValues(self.training)
         self.inputs = ModelInputs()  # time / views for the models that need them
@@ -133,6 +135,7 @@ class Explorer(param.Parameterized):
         self._unsubscribe_warmup()
         self.training.close()  # also drops a prepared start
         self.latent.close()
+        self.geodesic.close()
         self.dispatcher.close()
 
     def colouring(self, dataset=None) -> LabelColouring | None:

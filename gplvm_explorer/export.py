@@ -18,10 +18,27 @@ from .training.worker import TrainedResult
 logger = logging.getLogger(__name__)
 
 __all__ = ["imputed_csv", "latent_nn_errors", "latent_nn_errors_apply", "latent_png", "latent_rgba", "latents_csv",
-           "model_npz", "summary_text", "VARIANCE_CMAP"]
+           "model_npz", "shading_levels", "summary_text", "MAGNIFICATION_CMAP", "VARIANCE_CMAP"]
 
 #: Variance shading: light = confident (low variance), dark = uncertain.
 VARIANCE_CMAP = ["#ffffff", "#eef2f7", "#d9e2ec", "#bccada", "#9fb3c8", "#7f98b2", "#5f7d9e", "#34506f"]
+#: Magnification shading (log scale): light = little stretching, dark = the map stretches the latent space most.
+MAGNIFICATION_CMAP = ["#fffbf2", "#fdebd0", "#f9d3a5", "#f2b474", "#e58f4b", "#cc6a30", "#a34d22", "#6e3317"]
+
+
+def shading_levels(grid) -> tuple:
+    """(t (R, R) in [0, 1], cmap): a shading grid's values placed on its colour map (NaN: no value).
+
+    Magnification runs on a log scale (it spans orders of magnitude); variance on a linear one.
+    """
+    v = np.asarray(grid.values, dtype=float)
+    if grid.kind == "magnification":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(v > 0, np.log10(v), np.nan)
+    finite = v[np.isfinite(v)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
+    return t, MAGNIFICATION_CMAP if grid.kind == "magnification" else VARIANCE_CMAP
 
 
 def latents_csv(result: TrainedResult) -> bytes:
@@ -89,17 +106,15 @@ def _hex_rgb(colours) -> np.ndarray:
 
 
 def latent_rgba(view: SliceView, labels: LabelColouring, size: int = 640) -> np.ndarray:
-    """(size, size, 3) uint8: the variance shading with the points rasterised on top (row 0 at the top)."""
+    """(size, size, 3) uint8: the map's shading with the points rasterised on top (row 0 at the top)."""
     import datashader as ds
     import datashader.transfer_functions as tf
 
     x0, y0, x1, y1 = view.extent
     if view.grid is not None:
-        v = view.grid.variance.astype(float)
-        lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
-        t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
-        cmap = _hex_rgb(VARIANCE_CMAP)
-        pos = t * (len(cmap) - 1)
+        t, colours = shading_levels(view.grid)
+        cmap = _hex_rgb(colours)
+        pos = np.nan_to_num(t, nan=0.0) * (len(cmap) - 1)
         i0 = np.clip(np.floor(pos).astype(int), 0, len(cmap) - 2)
         f = (pos - i0)[..., None]
         shade = cmap[i0] * (1 - f) + cmap[i0 + 1] * f  # (R, R, 3), row 0 = lowest y

@@ -32,9 +32,14 @@ best fit so far."""
 LATENT = """\
 **Latent map.** Each dot is one data point placed at its latent position (two
 latent dimensions at a time; the others are held at the slider values).
-The shading is the model's *predictive variance*: **light = confident** (the
-model has seen data nearby), **dark = uncertain**. Click anywhere to see what
-the model predicts there."""
+*Variance* shading is the model's predictive variance: **light = confident**
+(the model has seen data nearby), **dark = uncertain**. *Magnification* shading
+(log scale) is how much the mapping stretches the latent plane into data space
+there (sqrt det G of the expected metric, Tosi et al. 2014): distances on the map
+are not distances in the data, and **dark** areas are where a small step on the
+map is a large change in the output (or where the model is unsure).
+Click anywhere to see what the model predicts there; *Geodesic* mode draws the
+shortest path between two clicks under that metric."""
 
 RECONSTRUCTION = """\
 **Reconstruction.** What the model generates at the clicked latent location —
@@ -54,7 +59,9 @@ ARD = """\
 **ARD relevance.** One bar per latent dimension. *Relevance* is 1/lengthscale²
 (RBF) or the weight variance (linear): a bar near zero means the model has
 **switched that dimension off** — moving along it changes nothing in the
-output. *Lengthscale* shows the same information inverted (long = unused)."""
+output. *Lengthscale* shows the same information inverted (long = unused).
+**Click a bar** to put that dimension on the map's horizontal axis,
+**Shift+click** for the vertical axis."""
 
 EXPORT = """\
 **Export.** Latent coordinates (means, variances, labels) as CSV; the trained
@@ -75,3 +82,22 @@ they are. For images, the missing pixels are marked in orange. The exact
 GP-LVM cannot use missing cells: its data are completed first (column means
 or dropped rows). The CSV export has every value and a `_std` column after
 it (0 for observed values)."""
+
+GEODESIC = """\
+**Geodesic.** Turn on *Geodesic* above the map and click two places (a click near
+a point picks that training row): the path drawn is the shortest one under the
+model's expected metric E[J]ᵀE[J] + Σ_d cov(J_d) (Tosi, Hauberg, Vellido & Lawrence
+2014), in the two shown dimensions with the others held at the sliders. It is
+found on a grid over the map and then smoothed. Its length is measured in the
+data (the expected length of its image), beside the straight segment's. The
+player walks along the path and shows the model's output at each point; during
+training the path follows every new fit."""
+
+GEODESIC_LENGTHS = """\
+**Lengths** are in the units of the data the model was trained on (standardised
+units when the data were standardised). The metric counts both how far the mean
+moves and how uncertain the model is, so paths avoid regions without data —
+but only as far as the kernel lets them: with a stationary kernel the metric far
+from the data only returns to its prior level (D·σ²/ℓ² per unit step for the
+RBF kernel), so with long learned lengthscales a geodesic may rightly cut across
+an empty region."""

@@ -1,10 +1,12 @@
 """LatentSlice: the 2-D slice of the latent space the map shows, and what it takes to draw it.
 
 For each (trained result, slice) pair -- shown dims, values of the other dims,
-grid resolution -- a background thread computes, once:
+grid resolution, shading -- a background thread computes, once:
 
-* the predictive-variance grid (``resolution`` x ``resolution`` over the map's
-  extent), and
+* the shading grid (``resolution`` x ``resolution`` over the map's extent): the
+  predictive variance, or the magnification factor sqrt(det G) of the expected
+  metric G in the two shown dims (:mod:`engine.geometry`; models without a
+  metric are shaded by variance, and ``shading_note`` says so), and
 * a KD-tree over the shown latent means (nearest point for hover and click);
 
 then hands a consistent :class:`SliceView` to the page thread.  A
@@ -27,9 +29,11 @@ from ..training.worker import TrainedResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LatentSlice", "NearestIndex", "Reconstruction", "SliceView", "VarianceGrid", "most_relevant"]
+__all__ = ["LatentSlice", "NearestIndex", "Reconstruction", "SHADINGS", "ShadingGrid", "SliceView", "most_relevant"]
 
 MARGIN = 0.15  # padding around the latent points, as a fraction of their span
+#: What the map's background can show.
+SHADINGS = ("variance", "magnification")
 
 
 def most_relevant(relevance, k: int = 2) -> list[int]:
@@ -79,12 +83,17 @@ class NearestIndex:
 
 
 @dataclass(frozen=True, eq=False)
-class VarianceGrid:
-    """Predictive variance over a regular grid (cell centres) of the shown plane."""
+class ShadingGrid:
+    """The map's shading over a regular grid (cell centres) of the shown plane.
+
+    ``kind`` "variance": the predictive variance (mean over outputs, model units);
+    "magnification": sqrt(det G) of the expected metric in the shown dims (data units per latent area).
+    """
 
     xs: np.ndarray  # (R,)
     ys: np.ndarray  # (R,)
-    variance: np.ndarray  # (R, R), rows follow ys
+    values: np.ndarray  # (R, R), rows follow ys
+    kind: str = "variance"
 
     @property
     def resolution(self) -> int:
@@ -99,9 +108,10 @@ class SliceView:
     dims: tuple  # (x_dim, y_dim)
     fixed: tuple  # (Q,) values of every latent dim; the shown two are replaced by the click
     extent: tuple  # (x0, y0, x1, y1)
-    grid: VarianceGrid | None
+    grid: ShadingGrid | None
     index: NearestIndex
     points: np.ndarray  # (N, 2) latent means in the shown dims (read-only)
+    shading: str = "variance"  # what was asked for (the grid's kind may fall back to variance)
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +136,21 @@ class Reconstruction:
         return self.image_shape is not None
 
 
-def _variance_grid(result: TrainedResult, dims, fixed, extent, resolution: int) -> VarianceGrid:
+def no_metric(result: TrainedResult) -> str:
+    """Why the result's model has no magnification ("" if it has one)."""
+    from engine.errors import UnsupportedOperationError
+
+    model = result.model
+    if not callable(getattr(model, "magnification", None)):
+        return f"{type(model).__name__} has no latent metric"
+    try:
+        model.geometry()
+    except UnsupportedOperationError as exc:
+        return str(exc).split(":")[0]
+    return ""
+
+
+def _shading_grid(result: TrainedResult, shading: str, dims, fixed, extent, resolution: int) -> ShadingGrid:
     x0, y0, x1, y1 = extent
     R = int(resolution)
     xs = x0 + (np.arange(R) + 0.5) * (x1 - x0) / R
@@ -135,9 +159,13 @@ def _variance_grid(result: TrainedResult, dims, fixed, extent, resolution: int) 
     Xg = np.tile(np.asarray(fixed, dtype=float), (R * R, 1))
     Xg[:, dims[0]] = gx.ravel()
     Xg[:, dims[1]] = gy.ravel()
+    if shading == "magnification" and not no_metric(result):
+        # the metric's factors are formed once per model state (an M x M matrix); per grid: O(R^2 M (M + Q))
+        mag = result.model.magnification(Xg, dims=tuple(int(d) for d in dims))
+        return ShadingGrid(xs, ys, mag.reshape(R, R).astype(np.float32), "magnification")
     _, var = result.predict(Xg)  # the result's cached factors: no pass over the N rows per grid
     var = var.mean(axis=1)  # per-output variances: shade by their mean
-    return VarianceGrid(xs, ys, var.reshape(R, R).astype(np.float32))
+    return ShadingGrid(xs, ys, var.reshape(R, R).astype(np.float32), "variance")
 
 
 class LatentSlice(param.Parameterized):
@@ -147,7 +175,10 @@ class LatentSlice(param.Parameterized):
     x_dim = param.Integer(default=0, bounds=(0, None))
     y_dim = param.Integer(default=1, bounds=(0, None))
     fixed = param.List(default=[], doc="Value of every latent dim (the shown two come from the map).")
-    resolution = param.Integer(default=128, bounds=(100, 400), doc="Variance grid cells per side.")
+    resolution = param.Integer(default=128, bounds=(100, 400), doc="Shading grid cells per side.")
+    shading = param.Selector(default="variance", objects=list(SHADINGS), doc=(
+        "The map's background: the predictive variance, or the magnification factor of the expected metric."))
+    shading_note = param.String(default="", doc="Why the shading on show is not the one asked for.")
     latent_dim = param.Integer(default=0, doc="Q of the result on show (0: none).")
     view = param.Parameter(default=None, doc="The SliceView on show (None before training).")
     computing = param.Boolean(default=False)
@@ -167,7 +198,7 @@ class LatentSlice(param.Parameterized):
         self._idle = threading.Event()
         self._idle.set()
         self._closed = False
-        self.param.watch(self._on_slice, ["auto_dims", "x_dim", "y_dim", "fixed", "resolution"])
+        self.param.watch(self._on_slice, ["auto_dims", "x_dim", "y_dim", "fixed", "resolution", "shading"])
 
     # ---- inputs (page thread) ----------------------------------------------------------
     @property
@@ -221,7 +252,7 @@ class LatentSlice(param.Parameterized):
             if self._result is None or self._closed:
                 return
             self._wanted = (self._result, bool(self.auto_dims), (int(self.x_dim), int(self.y_dim)),
-                            tuple(float(v) for v in self.fixed), int(self.resolution))
+                            tuple(float(v) for v in self.fixed), int(self.resolution), str(self.shading))
             if self._busy:
                 return
             self._busy = True
@@ -250,7 +281,7 @@ class LatentSlice(param.Parameterized):
             self._dispatcher.soon(self._apply)
 
     def _compute(self, wanted, previous: SliceView | None) -> SliceView:
-        result, auto, dims, fixed, resolution = wanted
+        result, auto, dims, fixed, resolution, shading = wanted
         Q = result.latent_dim
         if Q < 2:
             raise ValueError("The latent map needs at least two latent dimensions.")
@@ -262,13 +293,13 @@ class LatentSlice(param.Parameterized):
         if previous is not None and tuple(previous.dims) == tuple(dims) and previous.result.run_id == result.run_id:
             extent = _stable_extent(previous.extent, extent)
         same = (previous is not None and previous.result is result and tuple(previous.dims) == tuple(dims)
-                and previous.extent == extent and previous.grid is not None
+                and previous.extent == extent and previous.grid is not None and previous.shading == shading
                 and previous.grid.resolution == resolution and tuple(previous.fixed) == tuple(fixed))
-        grid = previous.grid if same else _variance_grid(result, dims, fixed, extent, resolution)
+        grid = previous.grid if same else _shading_grid(result, shading, dims, fixed, extent, resolution)
         index = previous.index if (previous is not None and previous.points is not None and previous.result is result
                                    and tuple(previous.dims) == tuple(dims)) else NearestIndex(points)
         return SliceView(result, tuple(int(d) for d in dims), tuple(float(v) for v in fixed), extent, grid, index,
-                         points)
+                         points, shading)
 
     @staticmethod
     def _resolve_dims(result, auto, dims, previous) -> tuple:
@@ -298,12 +329,36 @@ class LatentSlice(param.Parameterized):
             t0 = time.perf_counter()
             with param.parameterized.batch_call_watchers(self):
                 self.error = ""
+                self.shading_note = self._note(done)
                 self.view = done
                 if self.auto_dims:
                     with param.parameterized.discard_events(self):
                         self.x_dim, self.y_dim = done.dims
             self.cost = self._compute_seconds + time.perf_counter() - t0  # the views drew it meanwhile
         self.computing = busy
+
+    @staticmethod
+    def _note(view: SliceView) -> str:
+        if view.grid is None or view.grid.kind == view.shading:
+            return ""
+        return f"{no_metric(view.result)}: the map is shaded by the predictive variance."
+
+    def show_dim(self, axis: str, dim: int) -> None:
+        """Put latent dimension ``dim`` on the ``axis`` ("x" or "y") of the map (automatic dims off);
+        the other axis's dimension swaps the two, so both axes always differ."""
+        name, other = ("x_dim", "y_dim") if axis == "x" else ("y_dim", "x_dim")
+        dim = int(dim)
+        if not 0 <= dim < max(self.latent_dim, 1):
+            return
+        if self.auto_dims:  # the pair on show becomes the picked pair (picked dims may be ahead of the view)
+            current = self.shown_dims
+            with param.parameterized.discard_events(self):
+                self.x_dim, self.y_dim = current
+            self.auto_dims = False
+        if dim == getattr(self, other):
+            self.param.update(**{name: dim, other: getattr(self, name)})
+        else:
+            setattr(self, name, dim)
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Wait for the background work and apply it (tests and non-served use)."""

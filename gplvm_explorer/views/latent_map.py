@@ -1,7 +1,9 @@
-"""The latent map: predictive-variance shading, the points, click to reconstruct.
+"""The latent map: variance or magnification shading, the points, click to reconstruct.
 
-* The shading is an image of the slice's variance grid (computed in a
-  background thread by LatentSlice) with a continuous colour map.
+* The shading is an image of the slice's shading grid (computed in a
+  background thread by LatentSlice) with a continuous colour map: the
+  predictive variance (linear), or the magnification factor of the expected
+  metric (log scale).
 * Above ``RASTER_ABOVE`` points the points are rasterised by datashader
   (counts per label category, spread where sparse) on a background thread
   (:mod:`gplvm_explorer.raster`), again after a zoom or pan: the browser
@@ -33,15 +35,15 @@ import panel as pn
 import param
 from bokeh.events import DoubleTap, MouseMove, RangesUpdate, Tap
 from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper,
-                          PrintfTickFormatter, Range1d, TapTool)
+                          LogColorMapper, PrintfTickFormatter, Range1d, TapTool)
 from bokeh.plotting import figure
 
 from .. import help_texts
 from ..explorer import Explorer
-from ..export import VARIANCE_CMAP
+from ..export import MAGNIFICATION_CMAP, VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
-from .common import OUTLINE, PANEL_STYLES, LiveHTML, escape, on_click, plain, title_with_help
+from .common import MUTED_MD, OUTLINE, PANEL_STYLES, LiveHTML, escape, on_click, plain, sync, title_with_help
 from .page_prediction import CLICK_JS, no_predictor, page_drawn_source, predictor_columns, slice_columns
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,10 @@ def _smooth_cmap(stops, n=256) -> list[str]:
 
 
 SHADING = _smooth_cmap(VARIANCE_CMAP)
+MAGNIFICATION = _smooth_cmap(MAGNIFICATION_CMAP)
+#: Colour bar titles per shading.
+SHADING_TITLES = {"variance": "predictive variance (light = confident)",
+                  "magnification": "magnification, log scale (dark = most stretched)"}
 
 
 class LatentMap(pn.viewable.Viewer):
@@ -98,19 +104,23 @@ class LatentMap(pn.viewable.Viewer):
     raster_above = param.Integer(default=RASTER_ABOVE)
     reconstruction = param.Parameter(default=None, doc=(
         "The page's ReconstructionView: clicks are predicted and drawn by the page into its sources."))
+    geodesic = param.Parameter(default=None, doc=(
+        "The page's GeodesicView: its path is drawn over the map and, in its mode, clicks pick its ends."))
 
     def __init__(self, **params):
         super().__init__(**params)
         ex = self.explorer
         lat = ex.latent
-        self.glyph_source = ColumnDataSource({"x": [], "y": [], "colour": [], "label": [], "index": []})
+        self.glyph_source = ColumnDataSource({"x": [], "y": [], "colour": [], "label": [], "index": []},
+                                             name="latent-points")
         self.marker_source = page_drawn_source({"x": [], "y": [], "marker": [], "colour": []})
         # the points' image: sent packed, unpacked by the page into raster_source (never sent back)
         self.packed_source = ColumnDataSource(self._no_packed())
         self.raster_source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []}, syncable=False)
         self.packed_source.js_on_change("data", CustomJS(args=dict(packed=self.packed_source,
                                                                   target=self.raster_source), code=UNPACK_JS))
-        self.variance_source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []})
+        self.variance_source = ColumnDataSource(self._no_image(), name="latent-variance")
+        self.magnification_source = ColumnDataSource(self._no_image(), name="latent-magnification")
         # the shown result's prediction factors and slice, for predictions in the page (never sent back)
         self.predictor_source = ColumnDataSource(no_predictor(), syncable=False)
         self.slice_source = ColumnDataSource(slice_columns(None), syncable=False)
@@ -129,6 +139,12 @@ class LatentMap(pn.viewable.Viewer):
         self.y_sel = pn.widgets.Select(label="vertical", options={}, width=80, disabled=True, margin=(2, 4))
         self.x_sel.param.watch(lambda e: self._set_dim("x_dim", e.new), "value")
         self.y_sel.param.watch(lambda e: self._set_dim("y_dim", e.new), "value")
+        self.shade = sync(pn.widgets.RadioButtonGroup(
+            options={"Variance": "variance", "Magnification": "magnification"}, value=lat.shading, **OUTLINE,
+            color="primary", margin=(8, 5, 0, 8), height=30), lat, "shading")
+        self.shade_note = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), visible=False,
+                                       stylesheets=[MUTED_MD], css_classes=["gx-shade-note"])
+        lat.param.watch(self._on_shade_note, ["shading_note"])
         self.follow = pn.widgets.Checkbox(label="Follow the pointer", value=False, margin=(8, 10, 0, 14))
         self.follow.param.watch(lambda e: self._show_slice(), "value")
         self.from_click = pn.widgets.Button(label="Set other dims from clicked point", color="default",
@@ -168,13 +184,20 @@ class LatentMap(pn.viewable.Viewer):
         # a click only asks for a reconstruction: selecting would send the picked pixels of both images
         # back to the server before the click itself (four messages, tens of milliseconds per click)
         fig.add_tools(TapTool(behavior="inspect"))
+        # one image and colour bar per shading, the other one empty and hidden: a glyph keeps the colour
+        # mapper it was drawn with in the page, so the mapper is never swapped under an image
         self.mapper = LinearColorMapper(palette=SHADING, low=0.0, high=1.0, nan_color="#f7f9fb")
-        fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.variance_source,
-                  color_mapper=self.mapper)
-        # %.3g: short ticks at any scale (the default wrote 2.000e-33.000e-3 on a narrow map)
-        fig.add_layout(ColorBar(color_mapper=self.mapper, title="predictive variance (light = confident)",
-                                orientation="horizontal", height=10, padding=4,
-                                formatter=PrintfTickFormatter(format="%.3g")), "below")
+        self.log_mapper = LogColorMapper(palette=MAGNIFICATION, low=0.1, high=1.0, nan_color="#f7f9fb")
+        self.shade_renderers, self.colour_bars = {}, {}
+        for kind, source, mapper in (("variance", self.variance_source, self.mapper),
+                                     ("magnification", self.magnification_source, self.log_mapper)):
+            self.shade_renderers[kind] = fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=source,
+                                                   color_mapper=mapper, visible=kind == "variance")
+            # %.3g: short ticks at any scale (the default wrote 2.000e-33.000e-3 on a narrow map)
+            self.colour_bars[kind] = ColorBar(color_mapper=mapper, title=SHADING_TITLES[kind],
+                                              orientation="horizontal", height=10, padding=4,
+                                              formatter=PrintfTickFormatter(format="%.3g"), visible=kind == "variance")
+            fig.add_layout(self.colour_bars[kind], "below")
         raster = fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.raster_source)
         raster.tags = [self.packed_source]  # a model of the page only if a model of the page refers to it
         r = fig.scatter("x", "y", source=self.glyph_source, color="colour", size=7, line_color="white",
@@ -182,6 +205,8 @@ class LatentMap(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("index", "@index"), ("label", "@label")]))
         fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18, line_color="colour",
                     fill_alpha=0, line_width=2.5)
+        if self.geodesic is not None:
+            self.geodesic.draw_on(fig)
         self.hint = Label(x=0, y=0, text=PLACEHOLDER, text_color="#5b6b7c", text_font_size="13pt",
                           text_align="center", text_baseline="middle")
         fig.add_layout(self.hint)
@@ -207,7 +232,9 @@ class LatentMap(pn.viewable.Viewer):
         xd, yd = self.explorer.latent.shown_dims
         fig.xaxis.axis_label, fig.yaxis.axis_label = f"latent x{xd + 1}", f"latent x{yd + 1}"
         if v is None or v.grid is None:
-            self.variance_source.data = {"image": [], "x": [], "y": [], "dw": [], "dh": []}
+            for source in (self.variance_source, self.magnification_source):
+                if len(source.data["image"]):
+                    source.data = self._no_image()
             self.hint.visible = v is None
             self.hint.x, self.hint.y = 0.0, 0.0
             fig.x_range.update(start=-1.0, end=1.0)
@@ -216,11 +243,20 @@ class LatentMap(pn.viewable.Viewer):
         self.hint.visible = False
         g = v.grid
         x0, y0, x1, y1 = v.extent
-        var = g.variance
-        finite = var[np.isfinite(var)]
-        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        self.mapper.update(low=lo, high=hi if hi > lo else lo + 1e-12)
-        self.variance_source.data = {"image": [var], "x": [x0], "y": [y0], "dw": [x1 - x0], "dh": [y1 - y0]}
+        values = g.values
+        log = g.kind == "magnification"
+        finite = values[np.isfinite(values) & (values > 0)] if log else values[np.isfinite(values)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.1 if log else 0.0, 1.0)
+        mapper = self.log_mapper if log else self.mapper
+        mapper.update(low=lo, high=hi if hi > lo else lo * (1 + 1e-9) + 1e-12)
+        for kind, renderer in self.shade_renderers.items():
+            shown = kind == g.kind
+            renderer.visible = self.colour_bars[kind].visible = shown
+            source = renderer.data_source
+            if shown:
+                source.data = {"image": [values], "x": [x0], "y": [y0], "dw": [x1 - x0], "dh": [y1 - y0]}
+            elif len(source.data["image"]):
+                source.data = self._no_image()
         fig.x_range.update(start=x0, end=x1)
         fig.y_range.update(start=y0, end=y1)
 
@@ -285,6 +321,10 @@ class LatentMap(pn.viewable.Viewer):
                                    "height": [h], "x": [x0], "y": [y0], "dw": [x1 - x0], "dh": [y1 - y0]}
 
     @staticmethod
+    def _no_image() -> dict:
+        return {"image": [], "x": [], "y": [], "dw": [], "dh": []}
+
+    @staticmethod
     def _no_packed() -> dict:
         return {"packed": [], "width": [], "height": [], "x": [], "y": [], "dw": [], "dh": []}
 
@@ -346,6 +386,11 @@ class LatentMap(pn.viewable.Viewer):
             colour.append("#1f5f8b")
         self.marker_source.data = {"x": xs, "y": ys, "marker": marker, "colour": colour}
 
+    def _on_shade_note(self, *events) -> None:
+        note = self.explorer.latent.shading_note
+        self.shade_note.object = escape(note)
+        self.shade_note.visible = bool(note)
+
     def _on_tap(self, event) -> None:
         if event.x is None or event.y is None:
             return
@@ -355,6 +400,8 @@ class LatentMap(pn.viewable.Viewer):
             with set_curdoc(self.figure.document):
                 self.explorer.latent.reconstruct_at(float(event.x), float(event.y),
                                                     drawn_in_page=self.page_predicts)
+                if self.geodesic is not None:
+                    self.geodesic.on_map_click(float(event.x), float(event.y))
         except Exception as exc:  # Bokeh would only log it: show it in the page too
             logger.exception("Reconstruction at a click failed")
             self.explorer.latent.error = f"Could not reconstruct at this point: {exc}"
@@ -403,11 +450,7 @@ class LatentMap(pn.viewable.Viewer):
         lat = self.explorer.latent
         if value is None or lat.auto_dims:
             return
-        other = "y_dim" if name == "x_dim" else "x_dim"
-        if int(value) == getattr(lat, other):
-            lat.param.update(**{name: int(value), other: getattr(lat, name)})
-        else:
-            setattr(lat, name, int(value))
+        lat.show_dim("x" if name == "x_dim" else "y", int(value))
 
     def _on_latent_dim(self, *events) -> None:
         lat = self.explorer.latent
@@ -477,8 +520,9 @@ class LatentMap(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             pn.Row(self.title, sizing_mode="stretch_width"),
-            pn.FlexBox(self.auto, self.x_sel, self.y_sel, self.follow, align_items="center",
+            pn.FlexBox(self.auto, self.x_sel, self.y_sel, self.follow, self.shade,
+                       *([] if self.geodesic is None else [self.geodesic.toggle]), align_items="center",
                        sizing_mode="stretch_width"),
-            self.plot, self.hover_text, self.legend, self.slider_card,
+            self.plot, self.shade_note, self.hover_text, self.legend, self.slider_card,
             sizing_mode="stretch_width", styles=PANEL_STYLES,
         )

@@ -1,11 +1,12 @@
-"""Live training plots: the objective curve and the ARD bars."""
+"""Live training plots: the objective curve and the ARD bars (a click on a bar picks a map axis)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import BasicTickFormatter, ColumnDataSource, FactorRange, HoverTool, Range1d, Title
+from bokeh.events import Tap
+from bokeh.models import BasicTickFormatter, ColumnDataSource, FactorRange, HoverTool, Range1d, TapTool, Title
 from bokeh.plotting import figure
 
 from .. import help_texts
@@ -121,6 +122,8 @@ class ARDPlot(pn.viewable.Viewer):
 
     A plain Bokeh figure whose source is replaced only when the bars change
     (a new result, other shown dims, the other mode): an update sends Q numbers.
+    A click on a bar puts its dimension on the map's horizontal axis, Shift+click
+    on the vertical one (as GPy's lvm_dimselect did with the mouse buttons).
     """
 
     explorer = param.ClassSelector(class_=Explorer)
@@ -132,12 +135,14 @@ class ARDPlot(pn.viewable.Viewer):
             options={"Relevance": "relevance", "Lengthscale": "lengthscale"}, value="relevance",
             **OUTLINE, color="primary", margin=(8, 5, 0, 5), width=190, height=30,
         )
-        self.source = ColumnDataSource({"dimension": [], "value": [], "shown": [], "colour": []})
+        self.source = ColumnDataSource({"dimension": [], "value": [], "shown": [], "colour": []}, name="ard-bars")
         fig = figure(x_range=FactorRange(factors=[]), height=220, sizing_mode="stretch_width",
                      tools="save,reset", toolbar_location="above", x_axis_label="latent dimension")
         fig.vbar(x="dimension", top="value", width=0.8, source=self.source, color="colour", line_color=None)
         fig.add_tools(HoverTool(tooltips=[("dimension", "@dimension"), ("value", "@value{0.000}"),
-                                          ("", "@shown")]))
+                                          ("", "@shown"), ("", "click: horizontal axis, Shift+click: vertical")]))
+        fig.add_tools(TapTool(behavior="inspect"))
+        fig.on_event(Tap, self._on_tap)
         fig.y_range.start = 0
         fig.xgrid.grid_line_color = None
         self.figure = fig
@@ -167,6 +172,20 @@ class ARDPlot(pn.viewable.Viewer):
                 value = rel
         return pd.DataFrame({"dimension": [f"x{i + 1}" for i in range(len(value))], "value": value,
                              "shown": ["shown in map" if i in shown else "other" for i in range(len(value))]})
+
+    def _on_tap(self, event) -> None:
+        """A click on the bars: the bar's dimension on a map axis (category i spans [i, i + 1))."""
+        if event.x is None:
+            return
+        dim = int(np.floor(event.x))
+        q = len(self.source.data["dimension"])
+        if not 0 <= dim < q or self.explorer.training.result is None:
+            return
+        from panel.io.state import set_curdoc
+
+        shift = bool((getattr(event, "modifiers", None) or {}).get("shift"))
+        with set_curdoc(self.figure.document):
+            self.explorer.latent.show_dim("y" if shift else "x", dim)
 
     def _send(self, *events):
         frame = self._frame()

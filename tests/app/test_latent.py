@@ -50,7 +50,7 @@ def test_grid_is_computed_once_per_result_and_slice(fake_build):
     assert lat.wait()
     v = lat.view
     assert v is not None and v.dims == (0, 1)  # relevance 3, 2, 1: the two most relevant
-    assert v.grid.variance.shape == (128, 128) and v.grid.resolution >= 100
+    assert v.grid.values.shape == (128, 128) and v.grid.kind == "variance" and v.grid.resolution >= 100
     assert r.model.predict_calls == [128 * 128]  # one predict for the whole grid
     lat.offer(r)  # the same result again: nothing to recompute
     lat.wait()
