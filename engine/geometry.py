@@ -57,7 +57,7 @@ from .errors import ShapeError
 from .kernels import Kernel, Sum, White
 from .validation import latent_points
 
-__all__ = ["Geodesic", "GeometryMap", "LatentGeometry", "PosteriorGroup", "smooth_kernel"]
+__all__ = ["Geodesic", "GeometryMap", "LatentGeometry", "PosteriorGroup", "explicit_q_groups", "smooth_kernel"]
 
 #: Points per chunk of a metric evaluation (bounds the (chunk, q, M) derivative arrays).
 _CHUNK_VALUES = 1 << 21
@@ -119,6 +119,21 @@ def smooth_kernel(kernel: Kernel) -> Kernel | None:
 
 def _sym(A):
     return 0.5 * (A + A.T)
+
+
+def explicit_q_groups(L: np.ndarray, Mw: np.ndarray, R: np.ndarray) -> list:
+    """[(cols, alpha, Sigma)] of an explicit whitened q(u): u = L v, q(v_d) = N(m_d, R R^T).
+
+    L: (M, M) chol(Kmm + jitter I); Mw = L^-T m, (M, D), so the mean is k(x, Z) Mw; R: (M, M) lower
+    triangular shared by all outputs (one group), or (D, M, M), one per output (D groups).  Then
+    cov(f_d(a), f_d(b)) = k(a, b) - k(a, Z) L^-T (I - R_d R_d^T) L^-1 k(Z, b).
+    """
+    from .bound import _unwhiten_both
+
+    eye = np.eye(L.shape[0])
+    if R.ndim == 2:
+        return [(slice(None), Mw, _unwhiten_both(L, eye - R @ R.T))]
+    return [([d], Mw[:, d:d + 1], _unwhiten_both(L, eye - R[d] @ R[d].T)) for d in range(R.shape[0])]
 
 
 class LatentGeometry:

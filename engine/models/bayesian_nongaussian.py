@@ -236,6 +236,13 @@ class NonConjugateBayesianGPLVM(NonGaussianMixin, BayesianGPLVM, likelihoods_of=
 
         return self._cached(build, key="nonconjugate")
 
+    def _geometry_maps(self, values):
+        # the metric of the latent functions f: one posterior per output (its own q(v_d))
+        from ..geometry import explicit_q_groups
+
+        kern, Z, L, Mw, _, proj = self._posterior()
+        return [(kern, Z, explicit_q_groups(L, Mw, proj.R))]
+
     def posteriors(self):
         raise UnsupportedOperationError(
             f"likelihood={self.likelihood!r}: q(u) is explicit with its own covariance per output; "

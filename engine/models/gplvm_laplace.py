@@ -228,6 +228,14 @@ class LaplaceGPLVM(NonGaussianMixin, GPLVM, likelihoods_of=GPLVM):
 
         return self._cached(build, key="laplace")
 
+    def _geometry_maps(self, values):
+        # the metric of the latent functions f, per output: mean k(x, X) g_d and
+        # cov(f_d(a), f_d(b)) = k(a, b) - k(a, X) W_d^1/2 B_d^-1 W_d^1/2 k(X, b)
+        kern, X, mode = self.posterior()
+        groups = [([d], mode.g[:, d:d + 1], mode.sW[:, d][:, None] * mode.Binv[d] * mode.sW[:, d][None, :])
+                  for d in range(self.output_dim)]
+        return [(kern, X, groups)]
+
     @blas_pinned
     def predict_f(self, Xnew, Xnew_variance=None):
         """Mean and variance (n, D) of the latent functions at latent points Xnew (n, Q)."""

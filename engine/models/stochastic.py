@@ -907,11 +907,11 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     def geometry(self):
         """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters:
         cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - L^-T S L^-1) k(Z, b), from the globals."""
-        from ..geometry import LatentGeometry
+        from ..geometry import LatentGeometry, explicit_q_groups
 
         kern, Z, L, Mw, Rw, beta = self._posterior()
-        Sigma = chol_inverse(L) - Rw @ Rw.T
-        return LatentGeometry([(kern, Z, [(slice(None), Mw, Sigma)])], self.parameters["X_mean"])
+        R = L.T @ Rw  # Rw = L^-T R
+        return LatentGeometry([(kern, Z, explicit_q_groups(L, Mw, R))], self.parameters["X_mean"])
 
     @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):

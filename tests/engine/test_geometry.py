@@ -7,6 +7,8 @@ the covariance of its Jacobian taken by finite differences of the predictive
 mean and of the predictive cross-covariance, then E[J]^T E[J] + sum_d cov(J_d).
 (GPy's predict_wishart_embedding agrees with the metric to ~1e-7 at equal
 parameters; scripts/check_geometry_gpy.py compares them where GPy is installed.)
+With a Bernoulli likelihood the metric is that of the latent functions f, one
+posterior per output.
 Geodesics: on a circle embedded nonlinearly in 16 dimensions, the geodesic
 follows the circle with the data's arc length, and the straight segment across
 the empty middle is much longer.
@@ -175,6 +177,38 @@ def test_dynamical_metric_matches_dense_reference():
 
 def points_near(X):
     return np.vstack([X[:3] + 0.05, X[-2:] - 0.05])
+
+
+def test_bernoulli_bayesian_metric_is_that_of_the_latent_functions():
+    """One explicit q(v_d) per output: the metric sums each output's own E[J_d] E[J_d]^T + cov(J_d)."""
+    X, Y = curved()
+    m = moved(engine.BayesianGPLVM((Y > 0).astype(float), Q, num_inducing=10, X=X, likelihood="bernoulli"), 5)
+    v, k = m.parameters, m.kernel
+    L = np.linalg.cholesky(k.K(v["Z"]) + m.jitter * np.eye(v["Z"].shape[0]))
+    Xt = probe_points()
+    G_ref = np.zeros((len(Xt), Q, Q))
+    for d in range(m.output_dim):
+        R = np.tril(v["q_sqrt"][d])
+        ref = qu_reference(k, v["Z"], m.jitter, L @ v["q_mu"][:, d:d + 1], L @ R @ R.T @ L.T)
+        G_ref += reference_metric(*ref, Xt, 1)
+    assert_metric_close(m.metric(Xt), G_ref, 2e-5)
+
+
+def test_laplace_gplvm_metric_is_that_of_the_latent_functions():
+    """f_d | Y ~ N(k(x, X) g_d, k(x, x') - k(x, X) (K + W_d^-1)^-1 k(X, x')) at the mode of each output."""
+    X, Y = curved(N=30)
+    m = moved(engine.GPLVM((Y > 0).astype(float), Q, X=X, likelihood="bernoulli"), 5)
+    k, (_, Xm, mode) = m.kernel, m.posterior()
+    Kx = k.K(Xm)
+    Xt = probe_points()
+    G_ref = np.zeros((len(Xt), Q, Q))
+    for d in range(m.output_dim):
+        sW = mode.sW[:, d]
+        Sigma = sW[:, None] * np.linalg.solve(np.eye(len(sW)) + sW[:, None] * Kx * sW[None, :], np.diag(sW))
+        g = mode.g[:, d:d + 1]
+        G_ref += reference_metric(lambda A, g=g: k.K(A, Xm) @ g,
+                                  lambda A, B, S=Sigma: k.K(A, B) - k.K(A, Xm) @ S @ k.K(Xm, B), Xt, 1)
+    assert_metric_close(m.metric(Xt), G_ref, 2e-5)
 
 
 def test_missing_outputs_sum_the_metrics_of_the_column_groups():
