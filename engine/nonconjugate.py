@@ -174,9 +174,11 @@ def q_gradients(L, q_mu, proj: QProjections, G_Mw, G_E):
     """(dF/dKmm (M, M), dF/dq_mu (M, D), dF/dq_sqrt (D, M, M)) of the data term from G_Mw, G_E."""
     Ghat = _whiten_stack(L, G_E)
     LG = tri_solve(L, G_Mw)  # (M, D)
-    dq_mu = LG + 2.0 * np.einsum("dij,jd->id", Ghat, q_mu)
+    dq_mu = LG + 2.0 * np.matmul(Ghat, q_mu.T[:, :, None])[:, :, 0].T
     dq_sqrt = np.tril(2.0 * np.matmul(Ghat, proj.R))
-    Gamma = -LG @ q_mu.T - 2.0 * np.einsum("dij,djk->ik", Ghat, proj.H)
+    D, M = Ghat.shape[:2]
+    GH = np.swapaxes(Ghat, 0, 1).reshape(M, D * M) @ proj.H.reshape(D * M, M)  # sum_d Ghat_d H_d, one GEMM
+    Gamma = -LG @ q_mu.T - 2.0 * GH
     return cholesky_backward(L, Gamma), dq_mu, dq_sqrt
 
 

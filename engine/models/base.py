@@ -143,8 +143,13 @@ class LatentVariableModel:
     def _build_packer(self, specs, values):
         self._packer = ParameterPacker(specs)
         self._free = self._packer.pack(values)
-        self._free_mask = np.ones(self._packer.size, dtype=bool)
+        self._free_mask = ~self._inert_entries()
         self.jitter = self._base_jitter(values)
+
+    def _inert_entries(self) -> np.ndarray:
+        """(P,) bool: entries of the parameter vector the objective never reads (e.g. the upper
+        triangle of a Cholesky factor), left out of what the optimisers move; none by default."""
+        return np.zeros(self._packer.size, dtype=bool)
 
     @staticmethod
     def _noise_spec():
@@ -213,7 +218,7 @@ class LatentVariableModel:
     def _set_fixed(self, names) -> None:
         with self._lock:
             self._fixed = frozenset(names)
-            self._free_mask = ~self._packer.mask(self._fixed)
+            self._free_mask = ~(self._packer.mask(self._fixed) | self._inert_entries())
 
     def set_parameters(self, **named) -> None:
         """Set named constrained values, e.g. ``set_parameters(Z=..., noise_variance=0.1)``.

@@ -109,6 +109,14 @@ class NonGaussianMixin:
         return default_nongaussian_kernel(self.latent_dim,
                                           pca_variance_fractions(init_data(self._likelihood, self.Y), self.latent_dim))
 
+    def _inert_entries(self) -> np.ndarray:
+        """The strict upper triangles of q_sqrt (D, M, M): only the lower ones are read."""
+        mask = np.zeros(self._packer.size, dtype=bool)
+        if "q_sqrt" in self._packer.names():
+            D, M = self.output_dim, self.num_inducing
+            mask[self._packer._slices["q_sqrt"]] = np.broadcast_to(np.triu(np.ones((M, M), bool), 1), (D, M, M)).ravel()
+        return mask
+
     @property
     def likelihood_model(self):
         """The :class:`engine.likelihoods.Likelihood` object."""

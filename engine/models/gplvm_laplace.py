@@ -159,7 +159,7 @@ def laplace_mode(likelihood, K, Y, mask, a0=None, keep_factors=False, gradient=F
             KR = np.matmul(K[None], R)
             post_var = Kdiag[None, :] - np.sum(KR * K[None], axis=2)  # diag(K - K R K) = diag((K^-1 + W)^-1)
             s2 = 0.5 * post_var.T * d3[:, sl]  # (N, d): d(-1/2 log|B|)/df^
-            U[:, sl] = s2 - np.einsum("dij,jd->id", R, K @ s2)
+            U[:, sl] = s2 - np.matmul(R, (K @ s2).T[:, :, None])[:, :, 0].T
             dK -= 0.5 * R.sum(axis=0)
     if gradient:
         ug = U @ g.T

@@ -228,3 +228,15 @@ def test_saved_non_gaussian_models_load_with_their_likelihood(tmp_path, cls, lik
     np.testing.assert_allclose(loaded.predict(X)[0], model.predict(X)[0], rtol=1e-10)
     with np.load(tmp_path / "m.npz") as f:
         assert str(f["model_class"]) == cls and str(f["likelihood"]) == likelihood
+
+
+def test_the_optimisers_never_move_the_upper_triangles_of_q_sqrt():
+    model = engine.BayesianGPLVM(binary_data(N=30, D=4), 2, num_inducing=5, likelihood="bernoulli")
+    N, Q, M, D = 30, 2, 5, 4
+    upper = D * M * (M - 1) // 2
+    assert model.get_free().size == model._packer.size - upper
+    model.fix("Z")
+    assert model.get_free().size == model._packer.size - upper - M * Q
+    model.unfix()
+    engine.fit(model, max_iters=5)
+    assert np.all(np.triu(model.parameters["q_sqrt"], 1) == 0.0)
