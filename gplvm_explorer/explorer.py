@@ -14,7 +14,7 @@ import threading
 import param
 
 from . import warmup
-from .catalog import Budget
+from .catalog import CATALOG, Budget
 from .dispatch import Dispatcher
 from .export import latent_nn_errors, latent_nn_errors_apply, summary_text
 from .data import DataError, Limits
@@ -52,6 +52,7 @@ class Explorer(param.Parameterized):
         self.dispatcher = Dispatcher(doc, on_error=self._on_page_error)
         self._colouring_cache = None
         self._summary_args = None  # the arguments of the summary on show (its 1-NN line comes later)
+        self._sample_model = None  # the model a sample selected (see _select_sample_model)
         self.data = LoadedData()
         self.settings = ModelSettings(budget=budget)
         self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
@@ -157,6 +158,21 @@ class Explorer(param.Parameterized):
         self.inputs.set_dataset(ds)
         if ds is not None:
             self.settings.set_data_shape(ds.n, ds.d)
+        self._select_sample_model()
+        # a click, its pictures and the pointer's caption belong to the data they were made on
+        self.latent.reconstruction = None
+
+    def _select_sample_model(self) -> None:
+        """A sample made for a model selects it; the next data set goes back to the default model,
+        unless the user has picked another model meanwhile."""
+        wanted, chosen = self.data.model, self._sample_model
+        if wanted and wanted in CATALOG:
+            self.settings.model = wanted
+            self._sample_model = wanted
+        elif chosen is not None:
+            if self.settings.model == chosen:
+                self.settings.model = ModelSettings.param.model.default
+            self._sample_model = None
 
     def _on_saved_model(self, event) -> None:
         if event.new is None:

@@ -7,6 +7,8 @@ A *label column* only colours the points; it is not used for training.
 *Standardise* gives every feature zero mean and unit variance. It is on by default
 when the columns' spreads differ more than tenfold (different units: otherwise the
 widest column decides the map); the choice you make is kept for that data set only.
+Rows are *images* when the column names say so (`pixel_3_4`, `r3c4`, `pixel0`…)
+or when you pick a shape (a square number of columns asks first).
 Uploading a *saved model* (the NPZ from Export or `gplvm-explorer fit`) opens it
 ready to explore, with its data and settings, without training again."""
 
@@ -43,9 +45,11 @@ shortest path between two clicks under that metric."""
 
 RECONSTRUCTION = """\
 **Reconstruction.** What the model generates at the clicked latent location —
-an image for image data, otherwise the value of every feature with a ±2σ
-band — beside the nearest training example. Far from the data (dark shading)
-the prediction falls back to the data mean and the band widens."""
+for image data the predicted image and its ±2σ image (twice the predictive
+standard deviation of every pixel: the darker, the less sure), otherwise the
+value of every feature with a ±2σ band — beside the nearest training example.
+Far from the data (dark shading) the prediction falls back to the data mean
+and the uncertainty grows."""
 
 OBJECTIVE = """\
 **Objective.** For the Bayesian GP-LVM this is the *ELBO*, a lower bound on

@@ -67,12 +67,12 @@ def glyph_images(n_per_class: int = 30, size: int = 8, seed: int = 0) -> tuple[n
 
 
 def image_csv(naming: str = "pixel_{r}_{c}", n_per_class: int = 30, size: int = 8, seed: int = 0) -> bytes:
-    """`glyph_images` as a CSV: a ``shape`` label column, then one column per pixel, row by row, named by
+    """`glyph_images` as a CSV: a ``label`` column (the shape), then one column per pixel, row by row, named by
     ``naming`` (``{r}``, ``{c}``: the pixel's row and column; ``{i}``: its index ``r * size + c``)."""
     images, labels = glyph_images(n_per_class, size, seed)
     names = [naming.format(r=r, c=c, i=r * size + c) for r in range(size) for c in range(size)]
     buf = io.StringIO()
-    buf.write(",".join(["shape"] + names) + "\n")
+    buf.write(",".join(["label"] + names) + "\n")
     for lab, img in zip(labels, images):
         buf.write(lab + "," + ",".join(f"{v:g}" for v in img.ravel()) + "\n")
     return buf.getvalue().encode()

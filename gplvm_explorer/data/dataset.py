@@ -70,6 +70,9 @@ class Dataset:
     mean, scale   set by standardisation: original = values * scale + mean.
     imputed       (N, D) bool mask of the entries `prepare` filled in
                   (missing="impute-mean"), else None.
+    file_columns  the number of feature columns read from the file, before
+                  constant columns were dropped (the image shapes a user
+                  may pick factor it), or None.
     column_groups ((group name, (feature names...), (h, w) or None), ...):
                   named groups of columns, e.g. the views of a multi-view
                   file (NPZ arrays view_0, view_1, ...), with an image shape
@@ -90,6 +93,7 @@ class Dataset:
     scale: np.ndarray | None = None
     imputed: np.ndarray | None = None
     column_groups: tuple | None = None
+    file_columns: int | None = None
 
     def __post_init__(self):
         values = self.values
@@ -302,3 +306,4 @@ class SampleInfo:
     label_name: str | None = None
     # every column in one unit (pixels, marker coordinates): never standardised by default (data.units)
     shared_units: bool = True
+    model: str | None = None  # the catalog key of the model the sample is made for (the page selects it)

@@ -129,7 +129,7 @@ def load_file(
     max_rows: int | None = None,
     seed: int = 0,
     header: bool | None = None,
-    image_shape: tuple[int, int] | None = None,
+    image_shape: tuple[int, int] | bool | None = None,
     limits: Limits | None = None,
     drop_missing_rows: bool | None = None,
 ) -> Dataset:
@@ -139,7 +139,8 @@ def load_file(
     for a path, its own name); bytes without a filename are sniffed.
     ``label_column`` (name or 0-based index, text files only) is split off as
     labels (also in Parquet files); ``header`` forces header detection on/off; ``image_shape`` marks
-    rows as (h, w) images. The remaining options are applied by `prepare`;
+    rows as (h, w) images (None: when the column names say so, see `images`; False: never). Image
+    rows keep their constant pixels. The remaining options are applied by `prepare`;
     by default rows with missing cells are kept (NaN, reported per column);
     ``missing="drop-rows"`` or ``"impute-mean"`` give a complete matrix
     (``drop_missing_rows=True`` is the older spelling of "drop-rows").
@@ -161,13 +162,16 @@ def load_file(
                 "store the labels as an array named 'labels'."
             )
         raw = parse_npy(data, limits=limits) if fmt == "npy" else parse_npz(data, limits=limits)
-    if image_shape is not None:
+    if image_shape is False:
+        raw.image_shape = None
+    elif image_shape is not None and image_shape is not True:
         raw.image_shape = tuple(image_shape)
     name = plain(Path(str(filename)).name, 120) if filename else "uploaded data"
     dataset = finish(
         raw,
         name=name,
         description=f"Loaded from {quote(name, 120)} ({fmt.upper()})",
+        detect_images=image_shape is not False,
     )
     return prepare(
         dataset,

@@ -66,13 +66,14 @@ _REGISTRY: tuple[_Sample, ...] = (
         SampleInfo("walking-gap", "Walking, with a gap in time (for the dynamical model)",
                    "A generated walk, 13 marker coordinates per frame, no frames for 1.6 s: "
                    "the dynamical GP-LVM fills the gap.",
-                   (131, 13), None, "time (s)"),
+                   (131, 13), None, "time (s)", model="gpds"),
         walking_gap,
     ),
     _Sample(
         SampleInfo("two-views", "Two views: image and sensors (for MRD)",
                    "An image view and a sensor view of the same rows: one shared factor, one private to each.",
-                   (TWO_VIEW_N, TWO_VIEW_GRID ** 2 + TWO_VIEW_SENSORS), None, "shared factor s (quarter)"),
+                   (TWO_VIEW_N, TWO_VIEW_GRID ** 2 + TWO_VIEW_SENSORS), None, "shared factor s (quarter)",
+                   model="mrd"),
         two_views,
     ),
     _Sample(

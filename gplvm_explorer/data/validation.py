@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dataset import MIN_ROWS, Dataset
+from .images import image_shape_from_names
 from ..text import quote
 from .errors import DataError
 
@@ -75,11 +76,14 @@ def _names(names: list[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def finish(raw: RawTable, *, name: str, description: str) -> Dataset:
+def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = True) -> Dataset:
     """Validate a parsed table and build the `Dataset` (see module doc).
 
     Missing entries stay NaN in the Dataset and are reported per column;
     columns and rows with no value at all are dropped (with a note).
+    Columns named after the pixels of images (`images.image_shape_from_names`)
+    make the rows images, their columns put row by row, unless the table has
+    an image shape already or ``detect_images`` is False.
     """
     values = np.asarray(raw.values, dtype=np.float64)
     names = list(raw.feature_names)
@@ -123,6 +127,12 @@ def finish(raw: RawTable, *, name: str, description: str) -> Dataset:
         if image_shape is not None:
             image_shape = None
             warnings.append("Images disabled: columns were removed, so the image shape no longer fits.")
+    if image_shape is None and detect_images:
+        found = image_shape_from_names(names)
+        if found is not None:
+            image_shape, order = found
+            values, missing = values[:, order], missing[:, order]
+            names = [names[j] for j in order]
     empty_rows = missing.all(axis=1)
     if empty_rows.any():
         n_empty = int(empty_rows.sum())
@@ -155,4 +165,5 @@ def finish(raw: RawTable, *, name: str, description: str) -> Dataset:
         warnings=warnings,
         label_name=raw.label_name,
         column_groups=raw.column_groups,
+        file_columns=values.shape[1],
     )

@@ -13,7 +13,7 @@ import numpy as np
 import param
 
 from .. import data as data_mod
-from ..data import units
+from ..data import images, units
 from ..text import plain
 from .labels import LabelColouring, colour_labels
 
@@ -30,11 +30,14 @@ _LABEL_GUESSES = ("label", "labels", "class", "target", "y", "category")
 class LoadedData(param.Parameterized):
     """The current :class:`~gplvm_explorer.data.Dataset` and how it was loaded.
 
-    The loading options a user picks (standardise) belong to the data set
-    they were picked for: the next data set starts from its own default, and
-    picking the first one again brings its choice back.  Standardising is on
-    by default when the columns' spreads differ by more than an order of
-    magnitude (:mod:`gplvm_explorer.data.units`); ``units_note`` says so.
+    The loading options a user picks (standardise, the image shape) belong to
+    the data set they were picked for: the next data set starts from its own
+    defaults, and picking the first one again brings its choices back.
+    Standardising is on by default when the columns' spreads differ by more
+    than an order of magnitude (:mod:`gplvm_explorer.data.units`);
+    ``units_note`` says so.  Rows are images when the file says so (column
+    names, :mod:`gplvm_explorer.data.images`) or the user picks a shape;
+    ``image_hint`` asks about a square number of columns.
     """
 
     sample = param.Selector(default=None, objects=[], doc="Bundled sample, or UPLOADED_FILE.")
@@ -46,6 +49,11 @@ class LoadedData(param.Parameterized):
     source = param.Selector(default="sample", objects=["sample", "upload"])
     upload_name = param.String(default="")
     units_note = param.String(default="", doc="One line about the columns' units (plain text), or ''.")
+    image_shape = param.String(default="none", doc="The rows' image shape ('8x8'), or 'none'; a file's "
+                                                   "may be changed (the loaded data set shows its own).")
+    image_hint = param.String(default="", doc="A question about a square number of columns being images, "
+                                              "or '' (plain text).")
+    model = param.String(default="", doc="The catalog key of the model the loaded sample is made for, or ''.")
     error = param.String(default="", doc="Last loading error; the previous data stays loaded.")
     locked = param.Boolean(default=False, doc="True while a training runs: loading is refused.")
     saved_model = param.Parameter(default=None, doc="(bytes, file name) of an uploaded saved model, "
@@ -67,7 +75,7 @@ class LoadedData(param.Parameterized):
             self.error = f"Could not list the bundled samples: {exc}"
         self.param.sample.objects = [s.name for s in self._samples] + [UPLOADED_FILE]
         self.param.watch(self._on_sample, ["sample"])
-        self.param.watch(self._on_prepare_option, ["standardize", "label_column"])
+        self.param.watch(self._on_prepare_option, ["standardize", "label_column", "image_shape"])
 
     # ---- what the picker shows ----------------------------------------------------------
     def sample_titles(self) -> dict:
@@ -89,10 +97,11 @@ class LoadedData(param.Parameterized):
         """Data handed over by a program (``explore(...)``, ``gplvm-explorer FILE``), not uploaded.
 
         ``loader(label_column, standardize)`` returns the `Dataset` (it is
-        called again when the label column or standardisation changes);
-        ``columns`` are offered as label columns; ``standardize`` (None: the
-        data set's default) is the program's choice. It takes the picker's
-        "your file" entry; on failure the current data stays.
+        called again when the label column or standardisation changes, and
+        with ``image_shape=`` (h, w) or False when the user picks an image
+        shape); ``columns`` are offered as label columns; ``standardize``
+        (None: the data set's default) is the program's choice. It takes the
+        picker's "your file" entry; on failure the current data stays.
         """
         if not self._may_load():
             return False
@@ -100,7 +109,7 @@ class LoadedData(param.Parameterized):
         if standardize is not None:
             self._choices.setdefault(key, {})["standardize"] = bool(standardize)
         try:
-            ds, options = self._with_units(key, lambda s: loader(label, s))
+            ds, options = self._with_options(key, _given_load(loader, label))
         except Exception as exc:
             self._fail(exc, name)
             return False
@@ -120,8 +129,8 @@ class LoadedData(param.Parameterized):
         key = ("sample", name)
         info = next((s for s in self._samples if s.name == name), None)
         try:
-            ds, options = self._with_units(key, lambda s: data_mod.load_sample(name, standardize=s),
-                                           by_spread=info is not None and not info.shared_units)
+            ds, options = self._with_options(key, lambda s, img: data_mod.load_sample(name, standardize=s),
+                                             by_spread=info is not None and not info.shared_units)
         except Exception as exc:
             self._fail(exc, f"sample {name!r}")
             return False
@@ -129,7 +138,7 @@ class LoadedData(param.Parameterized):
             self.param.label_column.objects = [NO_LABEL]
             self.label_column = NO_LABEL
         self._show_in_picker(name)
-        self._set(ds, "sample", key, options)
+        self._set(ds, "sample", key, options, model=(info.model or "") if info is not None else "")
         return True
 
     def load_upload(self, content: bytes, filename: str) -> bool:
@@ -155,8 +164,7 @@ class LoadedData(param.Parameterized):
         label = self._guess_label(columns)
         key = ("upload", filename, len(content), zlib.crc32(content))
         try:
-            ds, options = self._with_units(
-                key, lambda s: data_mod.load_file(content, filename, label_column=label, standardize=s))
+            ds, options = self._with_options(key, _file_load(content, filename, label))
         except Exception as exc:
             self._fail(exc, filename)
             return False
@@ -171,17 +179,18 @@ class LoadedData(param.Parameterized):
         return True
 
     # ---- internals -----------------------------------------------------------------------
-    def _with_units(self, key: tuple, load, by_spread: bool = True) -> tuple:
-        """(Dataset, options) of the data set ``key``: ``load(standardize)`` with the user's choice
-        for it, else standardised when its columns' spreads differ tenfold (`units`; ``by_spread``
-        False: a sample whose columns share one unit)."""
-        choice = self._choices.get(key, {}).get("standardize")
-        ds = load(bool(choice))
-        if choice is not None:
-            return ds, {"standardize": bool(choice), "automatic": False, "by_spread": by_spread}
-        if by_spread and units.standardise_by_default(ds):
-            return data_mod.prepare(ds, standardize=True), {"standardize": True, "automatic": True, "by_spread": True}
-        return ds, {"standardize": False, "automatic": True, "by_spread": by_spread}
+    def _with_options(self, key: tuple, load, by_spread: bool = True) -> tuple:
+        """(Dataset, options) of the data set ``key``: ``load(standardize, image_shape)`` with the user's
+        choices for it -- else standardised when its columns' spreads differ tenfold (`units`; ``by_spread``
+        False: a sample whose columns share one unit), and images when the file says so."""
+        chosen = self._choices.get(key, {})
+        choice, image = chosen.get("standardize"), chosen.get("image_shape")
+        ds = load(bool(choice), image)
+        options = {"standardize": bool(choice), "automatic": choice is None, "by_spread": by_spread,
+                   "image_chosen": image is not None}
+        if choice is None and by_spread and units.standardise_by_default(ds):
+            ds, options["standardize"] = data_mod.prepare(ds, standardize=True), True
+        return ds, options
 
     def _may_load(self) -> bool:
         if self.locked:
@@ -196,25 +205,42 @@ class LoadedData(param.Parameterized):
             logger.exception("Unexpected error loading %s", what)
             self.error = f"Could not load {what} ({type(exc).__name__}): {exc}"
 
-    def _set(self, ds, source: str, key: tuple, options: dict) -> None:
+    def _set(self, ds, source: str, key: tuple, options: dict, model: str = "") -> None:
         labels: LabelColouring = colour_labels(ds.labels, ds.n, name=ds.label_name or "")
         self.error = ""
         self._key = key
-        self._show_options(options)
+        self._show_options(options, ds)
         with param.parameterized.batch_call_watchers(self):
             self.source = source
             self.labels = labels
             self.units_note = (units.spread_note(ds, options["standardize"], options["automatic"])
                                if options["by_spread"] else "")
+            self.image_hint = _image_hint(ds) if source == "upload" and not options["image_chosen"] else ""
+            self.model = model
             self.dataset = ds
 
-    def _show_options(self, options: dict) -> None:
+    def _show_options(self, options: dict, ds=None) -> None:
         """The option widgets show the loaded data set's options (without loading it again)."""
         self._setting_options = True
         try:
             self.standardize = options["standardize"]
+            if ds is not None:
+                self.image_shape = "none" if ds.image_shape is None else "{}x{}".format(*ds.image_shape)
         finally:
             self._setting_options = False
+
+    def image_choices(self) -> dict:
+        """Label -> value of the image shapes the loaded file's columns fit ({} when none, or a sample)."""
+        ds = self.dataset
+        if ds is None or self.source != "upload":
+            return {}
+        d = ds.file_columns or ds.d
+        shapes = images.shape_choices(d)
+        if ds.image_shape is not None and tuple(ds.image_shape) not in shapes:
+            shapes.insert(0, tuple(ds.image_shape))
+        if not shapes:
+            return {}
+        return {"not images": "none", **{images.shape_label(s): "{}x{}".format(*s) for s in shapes}}
 
     def _show_in_picker(self, name: str) -> None:
         if self.sample == name:
@@ -261,26 +287,33 @@ class LoadedData(param.Parameterized):
         before = dict(chosen)
         if event.name == "standardize":  # the user's choice for this data set
             chosen["standardize"] = bool(event.new)
+        elif event.name == "image_shape":
+            try:
+                shape = images.parse_shape(event.new)
+            except ValueError as exc:
+                self.error = str(exc)
+                self._show_options({"standardize": self.standardize}, self.dataset)
+                return
+            chosen["image_shape"] = False if shape is None else shape
         label = None if self.label_column == NO_LABEL else self.label_column
         if self.source == "upload" and self._pending_upload is None and self._given is not None:
             loader, name, _ = self._given
-            what, load = name, lambda s: loader(label, s)
+            what, load = name, _given_load(loader, label)
         elif self.source == "upload" and self._pending_upload is not None:
             content, filename = self._pending_upload
-            what, load = filename, lambda s: data_mod.load_file(content, filename, label_column=label,
-                                                                standardize=s)
+            what, load = filename, _file_load(content, filename, label)
         elif self.sample and self.sample != UPLOADED_FILE:
             self.load_sample(self.sample)
             return
         else:
             return
         try:
-            ds, options = self._with_units(key, load)
+            ds, options = self._with_options(key, load)
         except Exception as exc:
             self._fail(exc, what)
             self._choices[key] = before  # the data on show keep their options, and the widgets show them
             if self.dataset is not None:
-                self._show_options({"standardize": self.dataset.scale is not None})
+                self._show_options({"standardize": self.dataset.scale is not None}, self.dataset)
             return
         self._set(ds, "upload", key, options)
 
@@ -304,6 +337,33 @@ class LoadedData(param.Parameterized):
             lines.append("standardised (zero mean, unit variance)")
         lines += missing_lines(ds)
         return lines
+
+
+def _given_load(loader, label):
+    """``load(standardize, image_shape)`` of a program's loader (asked for an image shape only when one is chosen)."""
+    def load(standardize, image_shape):
+        if image_shape is None:
+            return loader(label, standardize)
+        return loader(label, standardize, image_shape=image_shape)
+    return load
+
+
+def _file_load(content: bytes, filename: str, label):
+    """``load(standardize, image_shape)`` of an uploaded file."""
+    def load(standardize, image_shape):
+        return data_mod.load_file(content, filename, label_column=label, standardize=standardize,
+                                  image_shape=image_shape)
+    return load
+
+
+def _image_hint(ds) -> str:
+    """The question for a file whose square number of columns could be images it does not name as such."""
+    if ds.image_shape is not None:
+        return ""
+    shape = images.square_shape(ds.file_columns or 0)
+    if shape is None:
+        return ""
+    return f"{ds.file_columns} columns: are the rows {images.shape_label(shape)} images?"
 
 
 def missing_lines(ds, limit: int = 8) -> list[str]:

@@ -5,6 +5,7 @@ import panel as pn
 import param
 
 from ..catalog import CATALOG, INITS, OPTIMIZERS
+from ..data.images import shape_label, square_shape
 from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
@@ -38,14 +39,24 @@ class DataPanel(pn.viewable.Viewer):
         data.param.watch(self._on_name, ["dataset"])  # the picker names the file given or uploaded
         # a FileDropper: a file over the upload limit is refused in the browser before anything is
         # sent, and accepted files travel in chunks well under the websocket's message limit
-        self.file_input = upload_widget(sizing_mode="stretch_width", stylesheets=[_DROPPER_CSS])
-        self.file_input.param.watch(self._on_upload, "value")
+        self.file_input = self._new_dropper()
+        self._dropper_slot = pn.Column(self.file_input, sizing_mode="stretch_width", margin=0)
         self.upload_hint = pn.pane.HTML(f"<p>{escape(upload_hint())}</p>", margin=(0, 10),
                                         sizing_mode="stretch_width", stylesheets=[MUTED_MD],
                                         css_classes=["gx-upload-hint"])
         self.label_select = pn.widgets.Select(label="Label column (colours only)", options=[NO_LABEL],
                                               value=NO_LABEL, sizing_mode="stretch_width", visible=False)
         sync(self.label_select, data, "label_column")
+        # files: whether the rows are images, and their shape (a square number of columns asks first)
+        self.image_select = pn.widgets.Select(label="Rows are images", options={"not images": "none"},
+                                              value="none", sizing_mode="stretch_width", visible=False)
+        self.image_select.param.watch(self._on_image_pick, "value")
+        self.image_hint = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[NOTE_MD], margin=(0, 10),
+                                       css_classes=["gx-image-hint"], visible=False)
+        self.image_confirm = pn.widgets.Button(label="Show as images", color="primary", **OUTLINE,
+                                               sizing_mode="stretch_width", visible=False, margin=(0, 10, 6, 10))
+        on_click(self.image_confirm, self._on_image_confirm)
+        self._showing_image = False
         self.standardize = pn.widgets.Checkbox.from_param(data.param.standardize, label="Standardise features")
         # one line on the columns' units: why standardising is on by default, or what leaving it off does
         self.units_note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[NOTE_MD], margin=(0, 10),
@@ -55,12 +66,18 @@ class DataPanel(pn.viewable.Viewer):
         self.warnings = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                    css_classes=["gx-data-error"])
-        data.param.watch(self._refresh, ["dataset", "error", "label_column", "units_note"])
+        data.param.watch(self._refresh, ["dataset", "error", "label_column", "units_note", "image_hint",
+                                         "image_shape"])
         data.param.watch(self._on_locked, ["locked"])  # every Train click: only the widgets' state
         self._refresh()
 
     def _on_name(self, *events):
         self.sample_select.options = self.explorer.data.sample_titles()
+
+    def _new_dropper(self):
+        dropper = upload_widget(sizing_mode="stretch_width", stylesheets=[_DROPPER_CSS])
+        dropper.param.watch(self._on_upload, "value")
+        return dropper
 
     def _on_upload(self, event):
         got = uploaded_file(event.new)
@@ -69,8 +86,13 @@ class DataPanel(pn.viewable.Viewer):
         name, content = got
         # taken out of the dropper: the value is announced again when the dropper later reports the
         # file removed (replaced by the next one), and must not load twice; the bytes are not kept twice
-        self.file_input.value.pop(name, None)
-        self.explorer.data.load_upload(content, name)
+        event.obj.value.pop(name, None)
+        if not self.explorer.data.load_upload(content, name):
+            # refused: the dropper would keep the file's green "Upload complete" tile beside the error,
+            # and it cannot be told to drop it, so an empty dropper takes its place
+            self.file_input = self._new_dropper()
+            self._dropper_slot[:] = [self.file_input]
+            self._on_locked()
 
     def _refresh(self, *events):
         data = self.explorer.data
@@ -90,10 +112,38 @@ class DataPanel(pn.viewable.Viewer):
         self.label_select.options = opts
         self.label_select.value = data.label_column if data.label_column in opts else NO_LABEL
         self.label_select.visible = data.source == "upload" and len(opts) > 1
+        self._show_image_options()
         self._on_locked()
 
+    def _show_image_options(self) -> None:
+        data = self.explorer.data
+        choices = data.image_choices()
+        self._showing_image = True
+        try:
+            self.image_select.options = choices or {"not images": "none"}
+            self.image_select.value = data.image_shape if data.image_shape in choices.values() else "none"
+        finally:
+            self._showing_image = False
+        self.image_select.visible = bool(choices)
+        self.image_hint.object = f"<p>{escape(data.image_hint)}</p>" if data.image_hint else ""
+        self.image_hint.visible = self.image_confirm.visible = bool(data.image_hint)
+        shape = square_shape(data.dataset.file_columns or 0) if data.image_hint else None
+        if shape is not None:
+            self.image_confirm.label = f"Show as {shape_label(shape)} images"
+
+    def _on_image_pick(self, event) -> None:
+        if not self._showing_image:
+            self.explorer.data.image_shape = event.new
+
+    def _on_image_confirm(self, event) -> None:
+        ds = self.explorer.data.dataset
+        shape = None if ds is None else square_shape(ds.file_columns or 0)
+        if shape is not None:
+            self.explorer.data.image_shape = "{}x{}".format(*shape)
+
     def _on_locked(self, *events):
-        for w in (self.sample_select, self.file_input, self.label_select, self.standardize):
+        for w in (self.sample_select, self.file_input, self.label_select, self.standardize, self.image_select,
+                  self.image_confirm):
             w.disabled = self.explorer.data.locked
 
     def __panel__(self):
@@ -101,8 +151,8 @@ class DataPanel(pn.viewable.Viewer):
             self.sample_select,
             pn.pane.HTML("<div class='gx-or'>or upload CSV / TSV / NPY / NPZ / Parquet</div>", margin=(0, 10),
                          stylesheets=[STYLESHEET]),
-            self.file_input, self.upload_hint, self.label_select, self.standardize, self.units_note, self.error,
-            self.summary,
+            self._dropper_slot, self.upload_hint, self.label_select, self.standardize, self.units_note,
+            self.image_select, self.image_hint, self.image_confirm, self.error, self.summary,
             self.warnings, sizing_mode="stretch_width",
         )
 

@@ -169,6 +169,7 @@ class LatentMap(pn.viewable.Viewer):
         lat.param.watch(self._on_reconstruction, ["reconstruction"])
         ex.training.param.watch(self._on_legend, ["dataset"])
         ex.data.param.watch(self._on_legend, ["labels"])
+        ex.data.param.watch(self._clear_hover, ["dataset"])  # "Point #j" named a row of the data before
         self._on_latent_dim()
         self._on_legend()
 
@@ -261,8 +262,14 @@ class LatentMap(pn.viewable.Viewer):
         fig.y_range.update(start=y0, end=y1)
 
     # ---- updates ---------------------------------------------------------------------------
+    def _clear_hover(self, *events) -> None:
+        self.hover_text.object = ""
+
     def _on_view(self, *events) -> None:
         v = self.explorer.latent.view
+        old = events[0].old if events else None
+        if v is None or old is None or old.result.run_id != v.result.run_id:
+            self._clear_hover()  # the caption named a point of another run's map
         self._on_dims()  # automatic dims change with the view
         self._show_predictor(v)
         if v is None:

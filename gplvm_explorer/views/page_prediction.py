@@ -277,8 +277,11 @@ if (P.image !== null) {
   const [h, w] = P.image;
   const flipped = new Float64Array(h * w);  // row 0 of an image is its top row; Bokeh draws row 0 at the bottom
   for (let r = 0; r < h; r++) flipped.set(mean.subarray((h - 1 - r) * w, (h - r) * w), r * w);
+  const spread = new Float64Array(h * w);  // the ±2σ image: twice the standard deviation of every pixel
+  for (let r = 0; r < h; r++) for (let c = 0; c < w; c++) spread[r * w + c] = 2 * std[(h - 1 - r) * w + c];
   const {ndarray} = Bokeh.require("core/util/ndarray");
   image.data = {image: [ndarray(flipped.buffer, {dtype: "float64", shape: [h, w]})], dw: [w], dh: [h]};
+  std_image.data = {image: [ndarray(spread.buffer, {dtype: "float64", shape: [h, w]})], dw: [w], dh: [h]};
 } else {
   const x = new Float64Array(P.D), lower = new Float64Array(P.D), upper = new Float64Array(P.D);
   for (let d = 0; d < P.D; d++) { x[d] = d; lower[d] = mean[d] - 2 * std[d]; upper[d] = mean[d] + 2 * std[d]; }

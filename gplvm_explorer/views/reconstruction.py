@@ -1,10 +1,14 @@
 """The model's output at the clicked latent location, beside the nearest training row.
 
 Plain Bokeh figures whose sources are replaced per click: a click sends D
-numbers (or one small image), not a re-rendered plot.  Where the page predicts
-by itself (:mod:`.page_prediction`), the click's mean and ±2σ (or predicted
-image) are drawn by the page into ``profile_source`` (``pred_source``) and the
-server adds the nearest training row (``nearest_source``, ``near_source``).
+numbers (or a few small images), not a re-rendered plot.  Images show three
+pictures: the predicted image, its ±2σ image (twice the predictive standard
+deviation of every pixel, on a scale from 0 to the data's range, so its
+brightness says how sure the model is there) and the nearest training row.
+Where the page predicts by itself (:mod:`.page_prediction`), the click's mean
+and ±2σ (or predicted and ±2σ images) are drawn by the page into
+``profile_source`` (``pred_source``, ``std_source``) and the server adds the
+nearest training row (``nearest_source``, ``near_source``).
 """
 from __future__ import annotations
 
@@ -20,17 +24,19 @@ from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, label_feat
 from .page_prediction import page_drawn_source
 
 GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
+#: The ±2σ image: white where the model is sure, dark orange where it is not.
+UNCERTAINTY = ["#%02x%02x%02x" % (255 - int(t * 42), 255 - int(t * 161), 255 - int(t * 255))
+               for t in np.linspace(0, 1, 256)]
+#: Width and height of each of the three images' figures.
+IMAGE_FIGURE = (124, 150)
 HINT = "Click the latent map to see the model's output there."
 
 
-def nearest_title(index: int, label, width: int = 40) -> str:
-    """The nearest image's title, "Nearest: #index (label ...)", at most ``width`` characters: a long
-    label is cut (ending in an ellipsis); the index and the closing parenthesis always show."""
+def nearest_title(index: int, label, width: int = 18) -> str:
+    """The nearest image's title: "Nearest: #index" and, on a second line, the label cut to ``width``
+    characters (ending in an ellipsis) -- the three images' figures are narrow."""
     head = f"Nearest: #{index}"
-    if not label:
-        return head
-    opening = f"{head} (label "
-    return f"{opening}{plain(label, max(width - len(opening) - 1, 1))})"
+    return f"{head}\n{plain(label, width)}" if label else head
 
 
 class ReconstructionView(pn.viewable.Viewer):
@@ -46,17 +52,25 @@ class ReconstructionView(pn.viewable.Viewer):
         self.title = title_with_help("Reconstruction", help_texts.RECONSTRUCTION)
         # image data: prediction and nearest example
         self.mapper = LinearColorMapper(palette=GREYS, low=0, high=1)
-        self.pred_source = page_drawn_source({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
-        self.near_source = ColumnDataSource({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]})
-        self.pred_fig = self._image_figure("Prediction", self.pred_source)
-        self.near_fig = self._image_figure("Nearest example", self.near_source)
+        self.std_mapper = LinearColorMapper(palette=UNCERTAINTY, low=0, high=1)
+        self.pred_source = page_drawn_source({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]},
+                                             name="reconstruction-image")
+        self.std_source = page_drawn_source({"image": [np.zeros((1, 1))], "dw": [1], "dh": [1]},
+                                            name="reconstruction-std-image")
+        self.near_source = ColumnDataSource({"image": [np.full((1, 1), 0.5)], "dw": [1], "dh": [1]},
+                                            name="reconstruction-nearest-image")
+        # two-line titles: the figures stay aligned whatever the click's titles say
+        self.pred_fig = self._image_figure("Prediction\n", self.pred_source, self.mapper)
+        self.std_fig = self._image_figure("±2σ\n", self.std_source, self.std_mapper)
+        self.near_fig = self._image_figure("Nearest example\n", self.near_source, self.mapper)
         # other data: a profile of all D features
         # named: the browser tests and benchmarks find them by name
         self.profile_source = page_drawn_source(self._no_profile(), name="reconstruction-profile")
         self.nearest_source = ColumnDataSource(self._no_nearest(), name="reconstruction-nearest")
         self.profile_fig = self._profile_figure()
-        self.images = pn.Row(pn.pane.Bokeh(self.pred_fig, width=178, height=205),
-                             pn.pane.Bokeh(self.near_fig, width=178, height=205), visible=False)
+        w, h = IMAGE_FIGURE
+        self.images = pn.Row(*(pn.pane.Bokeh(f, width=w + 4, height=h + 4, margin=(0, 1))
+                               for f in (self.pred_fig, self.std_fig, self.near_fig)), visible=False)
         # visibility is toggled on a layout: toggling it on a Bokeh pane trips Panel
         self.profile = pn.Column(pn.pane.Bokeh(self.profile_fig, sizing_mode="stretch_width", height=300),
                                  sizing_mode="stretch_width", visible=False)
@@ -66,10 +80,12 @@ class ReconstructionView(pn.viewable.Viewer):
         self._shown_dataset = self  # the data set the axes show (none yet)
         self._on_dataset()
 
-    def _image_figure(self, title, source):
-        fig = figure(title=title, width=172, height=200, toolbar_location=None, x_range=Range1d(0, 1),
-                     y_range=Range1d(0, 1), match_aspect=True)
-        fig.image("image", x=0, y=0, dw="dw", dh="dh", source=source, color_mapper=self.mapper)
+    def _image_figure(self, title, source, mapper):
+        w, h = IMAGE_FIGURE
+        fig = figure(title=title, width=w, height=h, toolbar_location=None, x_range=Range1d(0, 1),
+                     y_range=Range1d(0, 1), match_aspect=True, min_border=2)
+        fig.title.text_font_size = "9pt"
+        fig.image("image", x=0, y=0, dw="dw", dh="dh", source=source, color_mapper=mapper)
         fig.axis.visible = False
         fig.grid.visible = False
         return fig
@@ -114,18 +130,26 @@ class ReconstructionView(pn.viewable.Viewer):
             label_feature_axis(self.profile_fig.xaxis[0], ds.feature_names, ds.d)
         if is_image:  # per data set, before any click: the page may draw a prediction before the server answers
             h, w = ds.image_shape
-            for fig in (self.pred_fig, self.near_fig):
+            for fig in (self.pred_fig, self.std_fig, self.near_fig):
                 fig.x_range.update(start=0, end=w)
                 fig.y_range.update(start=0, end=h)
+            # ±2σ from 0 to the data's range: its brightness compares with the images' contrast
+            values = ds.unstandardize(ds.values) if ds.n * ds.d <= 10_000_000 else None
+            span = float(np.nanmax(values) - np.nanmin(values)) if values is not None else 0.0
+            self.std_mapper.update(low=0.0, high=span if np.isfinite(span) and span > 0 else 1.0)
         if self.explorer.latent.reconstruction is None:
             self.text.object = escape(HINT)
 
     def _on_reconstruction(self, *events) -> None:
         rec = self.explorer.latent.reconstruction
-        if rec is None:
+        if rec is None:  # nothing clicked (yet, or since other data were loaded): no picture of another click
             self.text.object = escape(HINT)
             self.profile_source.data = self._no_profile()
             self.nearest_source.data = self._no_nearest()
+            for source, fill in ((self.pred_source, 0.5), (self.std_source, 0.0), (self.near_source, 0.5)):
+                source.data = {"image": [np.full((1, 1), fill)], "dw": [1], "dh": [1]}
+            self.pred_fig.title.text, self.std_fig.title.text = "Prediction", "±2σ"
+            self.near_fig.title.text = "Nearest example"
             return
         xd, yd = self.explorer.latent.shown_dims
         shown = f" (label {escape(rec.nearest_label, 60)})" if rec.nearest_label else ""
@@ -140,8 +164,10 @@ class ReconstructionView(pn.viewable.Viewer):
             # row 0 of an image is its top row; Bokeh draws row 0 at the bottom
             if not rec.drawn_in_page:
                 self.pred_source.data = {"image": [rec.mean.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
+                self.std_source.data = {"image": [2 * rec.std.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.near_source.data = {"image": [rec.nearest_values.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
-            self.pred_fig.title.text = "Predicted at click"
+            self.pred_fig.title.text = "Predicted\nat the click"
+            self.std_fig.title.text = f"±2σ\n≤ {2 * float(np.max(rec.std)):.2g}"
             self.near_fig.title.text = nearest_title(rec.nearest_index, rec.nearest_label)
         else:
             x = np.arange(rec.mean.size)
@@ -153,7 +179,7 @@ class ReconstructionView(pn.viewable.Viewer):
 
     def page_targets(self) -> dict:
         """The sources the page draws a click's prediction into (see :mod:`.page_prediction`)."""
-        return {"profile": self.profile_source, "image": self.pred_source}
+        return {"profile": self.profile_source, "image": self.pred_source, "std_image": self.std_source}
 
     def __panel__(self):
         return pn.Column(self.title, self.text, self.images, self.profile, sizing_mode="stretch_width",

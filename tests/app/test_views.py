@@ -70,10 +70,11 @@ def test_a_new_page_has_no_figure_without_renderers():
 
 def test_the_nearest_images_title_cuts_a_long_label_not_the_index():
     assert nearest_title(60, None) == nearest_title(60, "") == "Nearest: #60"
-    assert nearest_title(60, "3") == "Nearest: #60 (label 3)"
+    assert nearest_title(60, "3") == "Nearest: #60\n3"
     long = nearest_title(12345, "sevens rotated by forty-five degrees, then scaled")
-    assert len(long) <= 40 and long.startswith("Nearest: #12345 (label sevens") and long.endswith("…)")
-    assert nearest_title(7, "<b>x</b>\u202e") == "Nearest: #7 (label <b>x</b>)"  # plain text; Bokeh shows it as text
+    head, label = long.split("\n")
+    assert head == "Nearest: #12345" and len(label) <= 18 and label.startswith("sevens") and label.endswith("…")
+    assert nearest_title(7, "<b>x</b>\u202e") == "Nearest: #7\n<b>x</b>"  # plain text; Bokeh shows it as text
 
 
 def test_training_views_follow_state(fake_build, pump):

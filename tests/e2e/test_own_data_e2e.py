@@ -5,11 +5,12 @@ Each file is generated here (`userdata`), never a bundled sample.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from browserkit import open_page, poll, train_to_end, wait_loaded
 
-from userdata import mixed_units_csv
+from userdata import image_csv, mixed_units_csv
 
 pytestmark = [
     pytest.mark.e2e,
@@ -60,3 +61,115 @@ def test_mixed_units_are_standardised_by_default_with_a_note(page, served_app, t
     page.get_by_label("Data set (bundled sample or your file)").select_option(label="Swiss roll (3-D)")
     wait_loaded(page, "swiss-roll")
     assert poll(lambda: not note.is_visible(), timeout=20) and not box.is_checked()
+
+
+# page pixel at fractions (fx, fy) of the latent map's frame (from its left, from its top), or null
+MAP_SPOT = """([fx, fy]) => {
+  function* walk(v) { yield v; if (v.children) for (const c of v.children()) yield* walk(c); }
+  for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
+    const t = v.model && v.model.title;
+    if (!(t && (t.text === 'Latent space' || t === 'Latent space') && v.frame)) continue;
+    const box = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+    return [box.left + f.left + fx * f.width, box.top + f.top + fy * f.height];
+  }
+  return null;
+}"""
+# [height, width, smallest, largest] of the image in the source called `name`, or null
+IMAGE_IN = """(name) => {
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    if (m.name !== name || !m.data) continue;
+    const col = m.data instanceof Map ? m.data.get('image') : m.data.image;
+    if (!col || !col.length || !col[0].shape) return null;
+    const img = col[0], values = Array.from(img);
+    return [img.shape[0], img.shape[1], Math.min(...values), Math.max(...values)];
+  }
+  return null;
+}"""
+
+
+# the titles of the page's figures
+TITLES = """() => {
+  const out = [];
+  for (const doc of Bokeh.documents) for (const m of doc.all_models)
+    if (m.title && typeof m.title.text === 'string' && m.x_range) out.push(m.title.text);
+  return out;
+}"""
+
+
+def _image(page, name):
+    return page.evaluate(IMAGE_IN, name)
+
+
+def test_an_image_csv_reconstructs_as_images(page, served_app, tmp_path, artifacts):
+    path = tmp_path / "my-digits.csv"
+    path.write_bytes(image_csv("pixel_{r}_{c}"))
+    open_page(page, served_app)
+    _upload(page, path)
+    summary = wait_loaded(page, "my-digits.csv")
+    assert "N = 90 points, D = 64 features" in summary and "images of 8 × 8 pixels" in summary, summary
+    train_to_end(page)
+    spot = poll(lambda: page.evaluate(MAP_SPOT, [0.15, 0.15]), timeout=30)
+    assert spot is not None, "latent map not found"
+    page.mouse.click(*spot)
+    page.get_by_text("Nearest training point #").first.wait_for(timeout=60_000)
+    for name in ("reconstruction-image", "reconstruction-std-image", "reconstruction-nearest-image"):
+        shape = poll(lambda n=name: (lambda s: s if s and s[:2] == [8, 8] else None)(_image(page, n)), timeout=30)
+        assert shape is not None, f"{name}: {_image(page, name)}"
+    low, high = _image(page, "reconstruction-std-image")[2:]
+    assert 0 < low <= high, "the ±2σ image is not twice a positive standard deviation"
+    titles = poll(lambda: (lambda t: t if any(x.startswith("±2σ\n≤") for x in t) else None)(
+        page.evaluate(TITLES)), timeout=30) or page.evaluate(TITLES)
+    assert any(re.fullmatch(r"±2σ\n≤ [\d.e+-]+", t) for t in titles), titles
+    assert any(re.fullmatch(r"Nearest: #\d+\n(bar|ring|cross)", t) for t in titles), titles
+    page.screenshot(path=str(artifacts / "own-data-images.png"))
+
+
+def test_a_square_number_of_columns_becomes_images_once_confirmed(page, served_app, tmp_path):
+    path = tmp_path / "numbered.csv"
+    path.write_bytes(image_csv("v{i}"))  # names that say nothing about pixels
+    open_page(page, served_app)
+    _upload(page, path)
+    summary = wait_loaded(page, "numbered.csv")
+    assert "D = 60 features" in summary and "images" not in summary  # four blank columns dropped
+    page.get_by_text("64 columns: are the rows 8 × 8 images?").first.wait_for(timeout=30_000)
+    page.get_by_role("button", name="Show as 8 × 8 images").click()
+    assert poll(lambda: "images of 8 × 8 pixels" in wait_loaded(page, "numbered.csv"), timeout=30)
+    assert "D = 64 features" in wait_loaded(page, "numbered.csv")  # the blank pixels are back
+    page.get_by_label("Rows are images").select_option(label="not images")
+    assert poll(lambda: "D = 60 features" in wait_loaded(page, "numbered.csv"), timeout=30)
+
+
+def test_samples_bring_their_model(page, served_app):
+    open_page(page, served_app)
+    model = page.get_by_label("Model", exact=True)
+    picker = page.get_by_label("Data set (bundled sample or your file)")
+    for title, sample, shown in (("Walking, with a gap in time (for the dynamical model)", "walking-gap",
+                                  "GP-LVM with dynamics (GPDS)"),
+                                 ("Two views: image and sensors (for MRD)", "two-views",
+                                  "MRD (shared and private latent dims of several views)"),
+                                 ("Swiss roll (3-D)", "swiss-roll", "Bayesian GP-LVM")):
+        picker.select_option(label=title)
+        wait_loaded(page, sample)
+        assert poll(lambda: model.evaluate("(s) => s.options[s.selectedIndex].text") == shown, timeout=20), \
+            model.evaluate("(s) => s.options[s.selectedIndex].text")
+
+
+def test_a_refused_upload_shows_no_success_tile(page, served_app, tmp_path):
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("a,b,c\n1,2,3\n4,5\n6,7,8\n")
+    open_page(page, served_app)
+    _upload(page, bad)
+    page.get_by_text(re.compile("Could not load ragged.csv: Ragged rows")).first.wait_for(timeout=60_000)
+    assert "rotating-glyph" in wait_loaded(page, "rotating-glyph")  # the previous data stay
+    complete = page.locator(".filepond--file-status-main").filter(has_text="Upload complete")
+    # the dropper marks a file complete once it is sent, a moment after the refusal: watch for a while
+    seen = []
+    for _ in range(20):
+        seen.append(complete.count())
+        time.sleep(0.25)
+    assert max(seen) == 0, "a refused file shows a green 'Upload complete' tile"
+    good = tmp_path / "good.csv"
+    good.write_text("a,b,c\n" + "\n".join(f"{i},{i * i % 7},{i % 3}" for i in range(12)) + "\n")
+    _upload(page, good)  # the fresh dropper takes files
+    wait_loaded(page, "good.csv")
+    assert poll(lambda: complete.count() == 1, timeout=20)  # an accepted file does show its tile
