@@ -111,3 +111,22 @@ def pump_until(explorer_or_dispatcher, cond, timeout=30.0):
 @pytest.fixture
 def pump():
     return pump_until
+
+
+@pytest.fixture
+def make_explorer():
+    """``make(**kw) -> Explorer`` (a two-slot limiter of its own unless given); all closed at the end."""
+    from gplvm_explorer.explorer import Explorer
+    from gplvm_explorer.training import Limiter
+
+    made = []
+
+    def make(**kw):
+        kw.setdefault("limiter", Limiter(2))
+        ex = Explorer(**kw)
+        made.append(ex)
+        return ex
+    yield make
+    for ex in made:
+        ex.close()
+        ex.training.join(30)

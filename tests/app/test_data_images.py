@@ -82,36 +82,30 @@ def test_the_user_decides_the_shape_or_that_they_are_no_images():
         load_file(numbered, "v.csv", label_column="label", image_shape=(7, 9))
 
 
-def test_an_uploaded_image_csv_reconstructs_as_images_with_a_two_sigma_image(pump):
+def test_an_uploaded_image_csv_reconstructs_as_images_with_a_two_sigma_image(make_explorer, pump):
     """The user's own 8 x 8 images: trained by the engine, a click shows the predicted image, its ±2σ
     image (twice the predictive std of every pixel) and the nearest row, all 8 x 8."""
-    from gplvm_explorer.explorer import Explorer
-    from gplvm_explorer.training import Limiter
     from gplvm_explorer.views import ReconstructionView
 
-    ex = Explorer(limiter=Limiter(2), publish_interval=0.0)
-    try:
-        recon = ReconstructionView(explorer=ex)
-        assert ex.data.load_upload(image_csv(), "my-digits.csv"), ex.data.error
-        assert ex.data.dataset.image_shape == (8, 8) and ex.data.dataset.d == 64 and not ex.data.standardize
-        ex.settings.max_iters = 30
-        assert ex.train(), ex.training.message
-        assert pump(ex, lambda: ex.training.status == "finished", timeout=240)
-        assert ex.latent.wait(60) and ex.latent.view is not None
-        x0, y0, x1, y1 = ex.latent.view.extent
-        rec = ex.latent.reconstruct_at(x0 + 0.9 * (x1 - x0), y0 + 0.9 * (y1 - y0))  # far from most rows
-        assert rec.is_image and recon.images.visible and not recon.profile.visible
-        pred, spread = recon.pred_source.data["image"][0], recon.std_source.data["image"][0]
-        near = recon.near_source.data["image"][0]
-        assert pred.shape == spread.shape == near.shape == (8, 8)
-        np.testing.assert_allclose(spread, 2 * rec.std.reshape(8, 8)[::-1])  # drawn top row first, like the image
-        np.testing.assert_allclose(near, ex.data.dataset.values[rec.nearest_index].reshape(8, 8)[::-1])
-        assert recon.std_fig.title.text == f"±2σ\n≤ {2 * rec.std.max():.2g}" and np.all(spread > 0)
-        low, high = recon.std_mapper.low, recon.std_mapper.high
-        assert low == 0 and high == pytest.approx(np.ptp(ex.data.dataset.values))  # 0 to the data's range
-        # other data loaded: the click's pictures go, the hint comes back
-        ex.data.sample = "three-phase-flow"
-        assert ex.latent.reconstruction is None and recon.std_source.data["image"][0].shape == (1, 1)
-    finally:
-        ex.close()
-        ex.training.join(30)
+    ex = make_explorer(publish_interval=0.0)
+    recon = ReconstructionView(explorer=ex)
+    assert ex.data.load_upload(image_csv(), "my-digits.csv"), ex.data.error
+    assert ex.data.dataset.image_shape == (8, 8) and ex.data.dataset.d == 64 and not ex.data.standardize
+    ex.settings.max_iters = 30
+    assert ex.train(), ex.training.message
+    assert pump(ex, lambda: ex.training.status == "finished", timeout=240)
+    assert ex.latent.wait(60) and ex.latent.view is not None
+    x0, y0, x1, y1 = ex.latent.view.extent
+    rec = ex.latent.reconstruct_at(x0 + 0.9 * (x1 - x0), y0 + 0.9 * (y1 - y0))  # far from most rows
+    assert rec.is_image and recon.images.visible and not recon.profile.visible
+    pred, spread = recon.pred_source.data["image"][0], recon.std_source.data["image"][0]
+    near = recon.near_source.data["image"][0]
+    assert pred.shape == spread.shape == near.shape == (8, 8)
+    np.testing.assert_allclose(spread, 2 * rec.std.reshape(8, 8)[::-1])  # drawn top row first, like the image
+    np.testing.assert_allclose(near, ex.data.dataset.values[rec.nearest_index].reshape(8, 8)[::-1])
+    assert recon.std_fig.title.text == f"±2σ\n≤ {2 * rec.std.max():.2g}" and np.all(spread > 0)
+    low, high = recon.std_mapper.low, recon.std_mapper.high
+    assert low == 0 and high == pytest.approx(np.ptp(ex.data.dataset.values))  # 0 to the data's range
+    # other data loaded: the click's pictures go, the hint comes back
+    ex.data.sample = "three-phase-flow"
+    assert ex.latent.reconstruction is None and recon.std_source.data["image"][0].shape == (1, 1)

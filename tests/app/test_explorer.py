@@ -15,21 +15,6 @@ from gplvm_explorer.training import Limiter
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture
-def make_explorer():
-    made = []
-
-    def make(**kw):
-        kw.setdefault("limiter", Limiter(2))
-        ex = Explorer(**kw)
-        made.append(ex)
-        return ex
-    yield make
-    for ex in made:
-        ex.close()
-        ex.training.join(30)
-
-
 def test_train_live_stop_reconstruct_and_export_with_the_engine(make_explorer, pump):
     ex = make_explorer(publish_interval=0.2)
     assert ex.data.dataset.name == "rotating-glyph" and ex.settings.errors == []

@@ -6,25 +6,14 @@ import numpy as np
 import pytest
 
 from gplvm_explorer.data import samples
-from gplvm_explorer.explorer import Explorer
-from gplvm_explorer.training import Limiter
 from gplvm_explorer.views import DataPanel, LatentMap, ReconstructionView
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def explorer():
-    made = []
-
-    def make(**kw):
-        ex = Explorer(limiter=Limiter(2), publish_interval=0.0, **kw)
-        made.append(ex)
-        return ex
-    yield make
-    for ex in made:
-        ex.close()
-        ex.training.join(30)
+def explorer(make_explorer):
+    return lambda **kw: make_explorer(publish_interval=0.0, **kw)
 
 
 def test_samples_made_for_a_model_select_it_and_the_next_data_go_back(explorer):

@@ -11,9 +11,7 @@ from engine.io import load_model, save_model
 from gplvm_explorer import cli, export, saved_model
 from gplvm_explorer.catalog import ModelConfig
 from gplvm_explorer.data import DataError
-from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.serving import PRELOAD_ENV, SETTINGS_ENV
-from gplvm_explorer.training import Limiter
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,20 +36,6 @@ def _npz_bytes(model) -> bytes:
     buf = io.BytesIO()
     save_model(model, buf)
     return buf.getvalue()
-
-
-@pytest.fixture
-def make_explorer():
-    made = []
-
-    def make():
-        ex = Explorer(limiter=Limiter(2))
-        made.append(ex)
-        return ex
-    yield make
-    for ex in made:
-        ex.close()
-        ex.training.join(30)
 
 
 @pytest.mark.parametrize("key,kernel", [("bayesian", "rbf"), ("sparse", "linear"), ("gplvm", "rbf")])
