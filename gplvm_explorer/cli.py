@@ -107,14 +107,15 @@ def check_file(path: str, label=None) -> tuple[Path | None, str]:
 
 @functools.lru_cache(maxsize=4)
 def _saved_model(path: str, mtime_ns: int) -> tuple:
-    """(model, labels, label name) of a saved model file, loaded once per server (sessions get copies)."""
+    """(model, context) of a saved model file, loaded once per server (sessions get copies of the model)."""
     from gplvm_explorer import saved_model
 
     model = saved_model.load(path, Path(path).name)
-    labels, label_name = saved_model.read_labels(path, model.parameters["X_mean"].shape[0])
-    if labels is not None:
-        labels.setflags(write=False)
-    return model, labels, label_name
+    context = saved_model.read_context(path, model.num_data, model.output_dim)
+    for arr in (context.labels, context.mean, context.scale, context.trace_iteration, context.trace_objective):
+        if arr is not None:
+            arr.setflags(write=False)
+    return model, context
 
 
 def page_settings(args) -> dict:
@@ -144,12 +145,12 @@ def session_page(build=None):
 
     if path is not None and saved_model.is_model_file(path):
         try:
-            model, labels, label_name = _saved_model(str(path), path.stat().st_mtime_ns)
+            model, context = _saved_model(str(path), path.stat().st_mtime_ns)
             model = model.copy()
         except Exception as exc:  # noqa: BLE001 - e.g. the file changed since the server started
             ex.page_error = f"Could not open the saved model {path.name}: {exc}"
         else:
-            saved_model.open_model(ex, model, path.name, labels, label_name)
+            saved_model.open_model(ex, model, path.name, context=context)
         return page  # the saved model's settings are the page's; command-line settings do not apply
     if path is not None:
         def loader(label_column, standardize):

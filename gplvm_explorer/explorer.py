@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
+import numpy as np
 import param
 
 from . import warmup
@@ -186,8 +187,8 @@ class Explorer(param.Parameterized):
         except DataError as exc:  # the message names the file and says why
             self.data.error = str(exc)
             return
-        labels, label_name = saved_model.read_labels(content, model.num_data)
-        saved_model.open_model(self, model, name, labels, label_name)
+        context = saved_model.read_context(content, model.num_data, model.output_dim)
+        saved_model.open_model(self, model, name, context=context)
 
     def _on_status(self, event) -> None:
         status = Status(event.new)

@@ -84,19 +84,18 @@ def imputed_csv(result: TrainedResult) -> bytes:
     return buf.getvalue().encode()
 
 
-def model_npz(result: TrainedResult) -> bytes:
-    """The trained model as an .npz the engine loads again (no pickle), with the rows' labels for the app."""
+def model_npz(result: TrainedResult, trace=None) -> bytes:
+    """The trained model as an .npz the engine loads again (no pickle), with what the app shows about it
+    (`saved_context`: the data's names, labels, image shape, standardisation, the run's objective
+    ``trace`` -- a frame with ``iteration`` and ``objective`` -- its iterations and settings)."""
     if result is None or not result.final:
         raise ValueError("Export the model once training has finished or been stopped.")
+    from .saved_context import context_of
     from .saved_model import write
 
-    ds = result.dataset
-    labels = getattr(ds, "labels", None)
-    if labels is not None and len(labels) != result.X_mean.shape[0]:
-        labels = None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.npz")
-        write(result.model, path, labels, getattr(ds, "label_name", None))
+        write(result.model, path, context=context_of(result, trace))
         with open(path, "rb") as fh:
             return fh.read()
 

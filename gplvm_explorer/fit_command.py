@@ -385,11 +385,13 @@ def _replace_atomically(path: Path, write) -> None:
             tmp.unlink()
 
 
-def save_outputs(model, out: Path, coords: Path | None, labels=None, label_name: str | None = None) -> None:
-    """The model (with the rows' labels, which the app shows when it opens the file) and the coordinates."""
+def save_outputs(model, out: Path, coords: Path | None, labels=None, label_name: str | None = None,
+                 context=None) -> None:
+    """The model (with the rows' labels, or the whole ``context`` the app shows when it opens the file:
+    `gplvm_explorer.saved_context`) and the coordinates."""
     from gplvm_explorer.saved_model import write
 
-    _replace_atomically(out, lambda fh: write(model, fh, labels, label_name))
+    _replace_atomically(out, lambda fh: write(model, fh, labels, label_name, context=context))
     if coords is not None:
         X = np.asarray(model.parameters["X_mean"], dtype=float)
         header = ",".join(f"x{q + 1}" for q in range(X.shape[1]))
@@ -469,10 +471,11 @@ def run(args) -> int:
     progress = None if args.quiet else Progress(err, args.max_iters, model.objective_name)
     failure = None
     note = progress.note if progress else (lambda text: print(text, file=err, flush=True))
+    trace = TraceRecorder(progress)
     with StopOnSignals(err) as stopper, engine_log_to(note):
         try:
             result = engine.fit(model, optimizer=args.optimizer, max_iters=args.max_iters,
-                                callback=progress, stop=stopper.event)
+                                callback=trace, stop=stopper.event)
         except engine.ConfigurationError as exc:
             print(f"error: impossible setting: {_message(exc)}", file=err)
             return EXIT_SETTINGS
@@ -487,7 +490,8 @@ def run(args) -> int:
             print(f"error: the fit failed: {_message(failure)}", file=err)
             return EXIT_FIT_FAILED
         try:
-            save_outputs(model, out, coords, ds.labels, ds.label_name)
+            iterations = result.iterations if result is not None else len(trace.iterations)
+            save_outputs(model, out, coords, context=saved_context(args, ds, model, trace, iterations))
         except OSError as exc:
             print(f"error: cannot write the output: {exc}", file=err)
             return EXIT_OUTPUT
@@ -506,6 +510,39 @@ def run(args) -> int:
     print(f"{state.capitalize()} after {result.iterations} iterations in {result.elapsed:.1f} s "
           f"({model.objective_name} {float(objective)!r}). {saved}.", file=err)
     return EXIT_OK
+
+
+class TraceRecorder:
+    """A fit callback keeping (iteration, objective) of every snapshot, then calling ``then`` (or nothing)."""
+
+    def __init__(self, then=None):
+        self.then = then
+        self.iterations: list[float] = []
+        self.objectives: list[float] = []
+
+    def __call__(self, snap):
+        self.iterations.append(float(snap.iteration))
+        self.objectives.append(float(snap.objective))
+        return None if self.then is None else self.then(snap)
+
+
+def saved_context(args, ds, model, trace: TraceRecorder, iterations: int):
+    """What the app shows about this fit when it opens the file: the data's names, labels, image shape and
+    standardisation, the objective trace, the iterations and the settings."""
+    from gplvm_explorer.saved_context import SavedContext
+
+    n = int(np.shape(model._Y_data)[0])
+    labels = ds.labels if ds.labels is not None and len(ds.labels) == n else None
+    settings = {"model": args.model, "kernel": args.kernel, "latent_dim": int(args.latent_dim),
+                "init": args.init, "optimizer": args.optimizer, "max_iters": int(args.max_iters),
+                "seed": int(args.seed)}
+    if hasattr(model, "num_inducing"):
+        settings["num_inducing"] = int(model.num_inducing)
+    return SavedContext(feature_names=tuple(ds.feature_names), labels=labels,
+                        label_name=None if labels is None else (ds.label_name or "label"),
+                        image_shape=ds.image_shape, mean=ds.mean, scale=ds.scale,
+                        trace_iteration=np.asarray(trace.iterations), trace_objective=np.asarray(trace.objectives),
+                        iterations=int(iterations), settings=settings)
 
 
 def _objective_or_none(model):

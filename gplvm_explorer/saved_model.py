@@ -9,8 +9,11 @@ latent map, its variance shading, the ARD bars and the reconstruction come
 straight from the saved parameters. Files are read with ``allow_pickle=False``.
 
 A file written by `write` (the command line's fit, the page's export) also
-holds the rows' labels (entries `LABELS_ENTRY`, `LABEL_NAME_ENTRY`, which the
-engine ignores), so the opened model's points keep their colours.
+holds what the page showed about the model (`gplvm_explorer.saved_context`,
+entries the engine ignores): the column names, the labels, the image shape,
+the standardisation, the objective trace, the iterations and the settings, so
+the opened model comes back as it was.  Files without them still open (with
+the data's columns called x1, x2, ... and no trace).
 
 Models with inputs besides the data matrix (the dynamical GP-LVM's times, MRD's
 views, the deep GP's layers) are refused with a message: load them with
@@ -18,6 +21,7 @@ views, the deep GP's layers) are refused with a message: load them with
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import zipfile
@@ -29,17 +33,18 @@ from engine.errors import EngineError
 
 from .catalog import CATALOG, KERNELS, Budget, ModelConfig, ModelSpec, open_excess
 from .data import DataError, Dataset
+from .saved_context import ENTRIES, SavedContext, context_arrays, read_context
 from .text import plain, quote
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["is_model_file", "load", "write", "read_labels", "config_for", "dataset_for", "result_for",
-           "open_model"]
+__all__ = ["is_model_file", "load", "write", "read_labels", "read_context", "config_for", "dataset_for",
+           "result_for", "open_model"]
 
 #: Entries every file written by engine.io.save_model holds.
 MODEL_ENTRIES = ("format_version.npy", "model_class.npy")
 #: Entries the app adds (the engine's loader ignores them): one label per row, and the labels' name.
-LABELS_ENTRY, LABEL_NAME_ENTRY = "app/labels", "app/label_name"
+LABELS_ENTRY, LABEL_NAME_ENTRY = ENTRIES["labels"], ENTRIES["label_name"]
 
 
 def _source(source):
@@ -56,32 +61,23 @@ def is_model_file(source) -> bool:
     return all(entry in names for entry in MODEL_ENTRIES)
 
 
-def write(model, target, labels=None, label_name: str | None = None) -> None:
-    """`engine.io.save_model`'s file, plus one label per row when given; ``target`` is a path or a file object."""
+def write(model, target, labels=None, label_name: str | None = None, context: SavedContext | None = None) -> None:
+    """`engine.io.save_model`'s file plus the app's ``context`` (`saved_context`), or just one label per
+    row (``labels``, ``label_name``); ``target`` is a path or a file object."""
     from engine.io import model_arrays
 
     arrays = model_arrays(model)
-    if labels is not None:
-        labels = np.asarray(labels)
-        arrays[LABELS_ENTRY] = labels.astype(str) if labels.dtype.hasobject else labels
-        arrays[LABEL_NAME_ENTRY] = np.array(str(label_name or "label"))
+    if context is None and labels is not None:
+        context = SavedContext(labels=np.asarray(labels), label_name=label_name)
+    if context is not None:
+        arrays.update(context_arrays(context))
     np.savez_compressed(target, **arrays)
 
 
 def read_labels(source, n: int) -> tuple:
     """(labels (n,), name) saved by `write` in ``source``, or (None, None) when there are none (or bad ones)."""
-    from .data.dataset import normalize_labels
-
-    try:
-        with np.load(_source(source), allow_pickle=False) as f:
-            if LABELS_ENTRY not in f.files:
-                return None, None
-            labels = f[LABELS_ENTRY]
-            name = str(f[LABEL_NAME_ENTRY]) if LABEL_NAME_ENTRY in f.files else "label"
-        return normalize_labels(labels, n), name
-    except (OSError, ValueError, zipfile.BadZipFile, DataError) as exc:
-        logger.warning("Labels in a model file not used: %s", exc)
-        return None, None
+    ctx = read_context(source, n, None)
+    return ctx.labels, ctx.label_name
 
 
 def spec_for(model) -> ModelSpec:
@@ -141,8 +137,13 @@ def _kernel_settings(model) -> dict:
     return {"kernel": family, "bias": "bias" in types, "white": "white" in types}
 
 
-def config_for(model, max_iters: int = 300) -> ModelConfig:
-    """The settings that build a model like ``model`` (for Train, the summary and the views)."""
+#: Settings a saved file may give (each checked against the model itself or the catalog).
+_SAVED_SETTINGS = ("init", "optimizer", "max_iters", "seed", "batch_size")
+
+
+def config_for(model, max_iters: int = 300, settings: dict | None = None) -> ModelConfig:
+    """The settings that build a model like ``model`` (for Train, the summary and the views): its kind,
+    kernel and sizes read from the model; the rest from the ``settings`` it was saved with, when they fit."""
     spec = spec_for(model)
     kwargs = dict(model=spec.key, latent_dim=int(model.latent_dim), max_iters=int(max_iters),
                   **_kernel_settings(model))
@@ -151,25 +152,47 @@ def config_for(model, max_iters: int = 300) -> ModelConfig:
     if spec.minibatch:
         kwargs["batch_size"] = int(getattr(model, "batch_size", ModelConfig.batch_size))
         kwargs["optimizer"] = spec.optimizers[0]
+    saved = {k: v for k, v in (settings or {}).items() if k in _SAVED_SETTINGS}
+    for key, value in saved.items():
+        default = getattr(ModelConfig, key)
+        if type(value) is not type(default) or (key == "optimizer" and value not in spec.optimizers):
+            logger.warning("Saved model: setting %s=%r not used", key, value)
+            continue
+        if key == "batch_size" and spec.minibatch:
+            continue  # the model's own
+        kwargs[key] = value
     return ModelConfig(**kwargs)
 
 
-def dataset_for(model, name: str, labels=None, label_name: str | None = None) -> Dataset:
-    """The data ``model`` was trained on, as the page's `Dataset` (nothing dropped or scaled)."""
+def dataset_for(model, name: str, labels=None, label_name: str | None = None,
+                context: SavedContext | None = None) -> Dataset:
+    """The data ``model`` was trained on, as the page's `Dataset` (nothing dropped or scaled again): in the
+    units it was trained in, with the column names, image shape and standardisation of ``context``."""
     import dataclasses
 
     from .data.frames import from_array
     from .text import plain
 
+    ctx = context or SavedContext()
+    if labels is None:
+        labels, label_name = ctx.labels, ctx.label_name
     Y = np.asarray(model._Y_data, dtype=float)
     ds = from_array(Y, labels, name=name, standardize=False, drop_constant=False)
+    changes = {}
     if labels is not None and label_name:
-        ds = dataclasses.replace(ds, label_name=plain(label_name, 120))
-    return ds
+        changes["label_name"] = plain(label_name, 120)
+    if ctx.feature_names is not None:
+        changes["feature_names"] = list(ctx.feature_names)
+    if ctx.image_shape is not None:
+        changes["image_shape"] = tuple(ctx.image_shape)
+    if ctx.scale is not None:
+        changes["mean"], changes["scale"] = ctx.mean, ctx.scale
+    return dataclasses.replace(ds, **changes) if changes else ds
 
 
-def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int):
-    """A final `TrainedResult` of ``model`` as it is (the same arrays the training worker publishes)."""
+def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int, iteration: int = 0):
+    """A final `TrainedResult` of ``model`` as it is (the same arrays the training worker publishes),
+    trained for ``iteration`` iterations."""
     from .training.worker import TrainedResult
 
     state = model.snapshot_state()
@@ -181,34 +204,41 @@ def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int):
         if arr is not None:
             arr.setflags(write=False)
     params = {k: v for k, v in dict(state.get("parameters", {})).items() if k not in ("X_mean", "X_variance")}
-    return TrainedResult(run_id=run_id, iteration=0, objective=float(model.objective()),
+    return TrainedResult(run_id=run_id, iteration=int(iteration), objective=float(model.objective()),
                          objective_name=model.objective_name, model=model, X_mean=X_mean, X_variance=X_var,
                          relevance=rel, parameters=params, config=config, dataset=dataset, final=True,
                          jitter=float(getattr(model, "jitter", 0.0) or 0.0))
 
 
 def prepare_opening(model, name: str, labels=None, label_name: str | None = None, max_iters: int = 300,
-                    run_id: int = 0):
+                    run_id: int = 0, context: SavedContext | None = None):
     """(config, dataset, result) that show ``model`` on a page, all computed (the objective too)
-    before the page changes; DataError, or the engine's error, says why it cannot be shown."""
-    config = config_for(model, max_iters=max_iters)
-    dataset = dataset_for(model, name, labels, label_name)
-    return config, dataset, result_for(model, config, dataset, run_id)
+    before the page changes; DataError, or the engine's error, says why it cannot be shown.
+    ``context`` (from `read_context`) brings back the data's names, labels, image shape and
+    standardisation, the iterations and the settings."""
+    ctx = context or SavedContext()
+    config = config_for(model, max_iters=max_iters, settings=ctx.settings)
+    dataset = dataset_for(model, name, labels, label_name, ctx)
+    return config, dataset, result_for(model, config, dataset, run_id, iteration=ctx.iterations or 0)
 
 
-def open_model(explorer, model, name: str, labels=None, label_name: str | None = None) -> bool:
+def open_model(explorer, model, name: str, labels=None, label_name: str | None = None,
+               context: SavedContext | None = None) -> bool:
     """Show ``model`` on ``explorer``'s page as a finished result; False (and a message) if it cannot.
 
-    ``labels`` (one per row, e.g. from `read_labels`) colour the points.  Everything
-    is computed before the page changes: when it cannot be shown, the data and the
-    result on show stay exactly as they were and the Data card says why.
+    ``context`` (from `read_context`) brings back the data's names, labels, image shape and
+    standardisation, the objective trace, the iterations and the settings; ``labels`` (one per
+    row) colour the points of a file without them.  Everything is computed before the page
+    changes: when it cannot be shown, the data and the result on show stay exactly as they were
+    and the Data card says why.
     """
     if explorer.training.active:
         explorer.data.error = f"Could not open {quote(name)}: stop the training first."
         return False
+    ctx = context or SavedContext()
     try:
         config, dataset, result = prepare_opening(model, name, labels, label_name, explorer.settings.max_iters,
-                                                  explorer.training.run_id + 1)
+                                                  explorer.training.run_id + 1, ctx)
     except Exception as exc:  # noqa: BLE001 - any failure: nothing on the page changes, and it says why
         if not isinstance(exc, (DataError, EngineError)):
             logger.exception("Could not open the saved model %s", name)
@@ -217,22 +247,26 @@ def open_model(explorer, model, name: str, labels=None, label_name: str | None =
 
     standardised = dataset.scale is not None
 
-    def loader(label_column, standardize):  # the model's data, in the units it was trained in
+    def loader(label_column, standardize, image_shape=None):  # the model's data, in the units it was trained in
         if bool(standardize) != standardised:
             raise DataError("a saved model's data stay in the units the model was trained in "
                             f"({'standardised' if standardised else 'not standardised'}).")
+        if image_shape is not None:  # only how the columns are drawn changes
+            return dataclasses.replace(dataset, image_shape=image_shape or None)
         return dataset
 
     if not explorer.data.load_given(loader, name, (), None, standardize=standardised):
         return False
     settings = explorer.settings
-    for key in ("model", "kernel", "bias", "white", "latent_dim", "num_inducing", "batch_size", "optimizer"):
+    for key in ("model", "kernel", "bias", "white", "latent_dim", "num_inducing", "batch_size", "optimizer", "init",
+                "max_iters", "seed"):
         try:
             setattr(settings, key, getattr(config, key))
         except ValueError as exc:  # e.g. Q=1, below the card's range: the result is shown all the same
             logger.info("Saved model %s: setting %s not applied (%s)", name, key, exc)
     settings.validate()
-    if not explorer.training.show_result(result, name):
+    trace = None if ctx.trace_iteration is None else (ctx.trace_iteration, ctx.trace_objective)
+    if not explorer.training.show_result(result, name, trace=trace):
         return False
     explorer.result_source = explorer.data.dataset
     return True

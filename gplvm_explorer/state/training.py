@@ -153,8 +153,9 @@ class TrainingRun(param.Parameterized):
         """The start prepared for the next Train click, if any."""
         return self._prepared
 
-    def show_result(self, result: TrainedResult, name: str) -> bool:
-        """Show a model trained elsewhere (a saved model file called ``name``) as a finished run."""
+    def show_result(self, result: TrainedResult, name: str, trace=None) -> bool:
+        """Show a model trained elsewhere (a saved model file called ``name``) as a finished run of
+        ``result.iteration`` iterations; ``trace`` (iterations (k,), objectives (k,)) is its objective curve."""
         if self.active:
             self.message, self.message_kind = "A training is running: stop it before opening a model.", "warning"
             return False
@@ -162,8 +163,12 @@ class TrainingRun(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.run_id = max(self.run_id + 1, int(result.run_id))  # events of older runs are ignored
             self.trace.clear()
+            if trace is not None and len(trace[0]):
+                self.trace.send(pd.DataFrame({"iteration": np.asarray(trace[0], dtype=float),
+                                              "objective": np.asarray(trace[1], dtype=float)}))
             self.config, self.dataset, self.result = result.config, result.dataset, result
-            self.iteration, self.max_iters, self.elapsed, self.queue_position = 0, 0, 0.0, 0
+            iterations = int(result.iteration)
+            self.iteration, self.max_iters, self.elapsed, self.queue_position = iterations, iterations, 0.0, 0
             self.objective, self.objective_name = float(result.objective), result.objective_name
             self.details = ""
             self.opened = name

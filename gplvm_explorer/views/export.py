@@ -70,7 +70,8 @@ class ExportPanel(pn.viewable.Viewer):
         return self._guard(lambda: export.latents_csv(self.explorer.training.result))
 
     def _npz(self):
-        return self._guard(lambda: export.model_npz(self.explorer.training.result))
+        tr = self.explorer.training
+        return self._guard(lambda: export.model_npz(tr.result, tr.trace.data))
 
     def _png(self):
         ex = self.explorer

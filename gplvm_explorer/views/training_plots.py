@@ -81,12 +81,13 @@ class ObjectivePlot(pn.viewable.Viewer):
         self.figure.yaxis.axis_label = label
 
     def _on_opened(self, *events):
-        """Shown while a saved model is on show and nothing has been trained since."""
+        """Shown while a saved model without a trace is on show and nothing has been trained since."""
         tr = self.explorer.training
-        if tr.opened:
+        untraced = bool(tr.opened) and len(tr.trace.data) == 0
+        if untraced:
             self.note.text = (f"{tr.opened}: {tr.objective_name} {tr.objective:.6g} "
                               "(the file holds no trace; Train goes on from here)")
-        self.note.visible = bool(tr.opened)
+        self.note.visible = untraced
 
     def _on_buffer(self, data=None, **kwargs):
         if data is None:
@@ -99,8 +100,12 @@ class ObjectivePlot(pn.viewable.Viewer):
                 return
         new = data.iloc[self._n:]
         if len(new):
-            self.source.stream({"iteration": new["iteration"].to_numpy(dtype=float),
-                                "objective": new["objective"].to_numpy(dtype=float)})
+            columns = {"iteration": new["iteration"].to_numpy(dtype=float),
+                       "objective": new["objective"].to_numpy(dtype=float)}
+            if self._n == 0:  # the first points of a curve replace the data: a stream right after the
+                self.source.data = columns  # clearing (an opened model's trace) could reach the page before it
+            else:
+                self.source.stream(columns)
             self._n = n
             values = data["objective"].to_numpy(dtype=float)
             lo, hi = zoom_range(values)

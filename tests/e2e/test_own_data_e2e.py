@@ -173,3 +173,50 @@ def test_a_refused_upload_shows_no_success_tile(page, served_app, tmp_path):
     _upload(page, good)  # the fresh dropper takes files
     wait_loaded(page, "good.csv")
     assert poll(lambda: complete.count() == 1, timeout=20)  # an accepted file does show its tile
+
+
+# [the profile's x-axis labels, the objective curve's points] on the page
+NAMES_AND_TRACE = """() => {
+  let labels = null, points = -1;
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    if (m.title && m.title.text === 'Predicted features at the click' && m.below && m.below.length) {
+      const o = m.below[0].major_label_overrides;
+      labels = o instanceof Map ? Array.from(o.values()) : Object.values(o || {});
+    }
+    if (m.data && m.selected !== undefined) {
+      const col = m.data instanceof Map ? m.data.get('objective') : m.data.objective;
+      if (col !== undefined) points = Math.max(points, col.length);
+    }
+  }
+  return [labels, points];
+}"""
+
+
+def test_a_model_saved_and_reopened_on_the_page_is_whole(page, served_app, tmp_path, artifacts):
+    path = tmp_path / "wine-like.csv"
+    path.write_bytes(mixed_units_csv())
+    open_page(page, served_app)
+    _upload(page, path)
+    wait_loaded(page, "wine-like.csv")
+    train_to_end(page)
+    done = page.get_by_text(re.compile(r"Finished after (\d+) iterations")).first.inner_text()
+    iterations = int(re.search(r"Finished after (\d+) iterations", done).group(1))
+    points = poll(lambda: (lambda p: p if p[1] > 1 else None)(page.evaluate(NAMES_AND_TRACE)), timeout=30)[1]
+    with page.expect_download(timeout=60_000) as info:
+        page.get_by_role("button", name="Trained model (NPZ)").click()
+    saved = tmp_path / "wine-model.npz"
+    info.value.save_as(saved)
+
+    page.get_by_label("Data set (bundled sample or your file)").select_option(label="Swiss roll (3-D)")
+    wait_loaded(page, "swiss-roll")
+    _upload(page, saved)
+    page.get_by_text("Saved model wine-model.npz opened").first.wait_for(timeout=60_000)
+    summary = wait_loaded(page, "wine-model.npz")
+    assert "standardised (zero mean, unit variance)" in summary and "labels: class, 3 distinct" in summary, summary
+    # the trace and the iterations, the column names on the reconstruction's axis
+    names = poll(lambda: (lambda r: r if r[0] and r[1] == points else None)(page.evaluate(NAMES_AND_TRACE)),
+                 timeout=30)
+    assert names is not None, page.evaluate(NAMES_AND_TRACE)
+    assert names[0][0] == "proline" and "x1" not in names[0], names[0]
+    assert poll(lambda: f"Iterations: {iterations};" in _summary(page), timeout=30), _summary(page)
+    page.screenshot(path=str(artifacts / "own-data-reopened.png"))
