@@ -86,9 +86,9 @@ def create_app(**explorer_options):
     doc = _served_doc()
     ex = Explorer(doc=doc, **explorer_options)
 
-    def card(view, title, help_md):
+    def card(view, title, help_md, **kw):
         return pn.Card(view, header=title_with_help(title, help_md, level=4), sizing_mode="stretch_width",
-                       collapsible=True, margin=(6, 4))
+                       collapsible=True, margin=(6, 4), **kw)
 
     sidebar = [
         card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
@@ -97,18 +97,20 @@ def create_app(**explorer_options):
                        MissingDataChoice(explorer=ex),
                        sizing_mode="stretch_width"),
              "2 · Model", help_texts.MODEL),
-        card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING),
+        # kept in sight at the sidebar's foot (style.css): Train is on the first screen, whatever the height
+        card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING, css_classes=["gx-train-card"]),
     ]
     reconstruction = ReconstructionView(explorer=ex)
     geodesic = GeodesicView(explorer=ex)
     main = [
         PageErrors(explorer=ex),
         StatusBar(explorer=ex),
-        pn.Row(
+        # the map and, beside it or (narrow screens) below it, the reconstruction and the ARD bars
+        pn.FlexBox(
             pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction, geodesic=geodesic), geodesic,
-                      sizing_mode="stretch_width", min_width=440),
-            pn.Column(reconstruction, ARDPlot(explorer=ex), width=400),
-            sizing_mode="stretch_width",
+                      sizing_mode="stretch_width", min_width=440, styles={"flex": "1 1 440px"}),
+            pn.Column(reconstruction, ARDPlot(explorer=ex), width=400, styles={"flex": "0 0 400px"}),
+            flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
         ),
         DynamicsView(explorer=ex),  # shown for the models whose catalog entry has panel="dynamics"
         MultiViewView(explorer=ex),  # ... panel="views"

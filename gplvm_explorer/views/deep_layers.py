@@ -156,7 +156,7 @@ class DeepLayersView(pn.viewable.Viewer):
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                    css_classes=["gx-deep-legend"])
         self.maps_row = pn.Row(sizing_mode="stretch_width", scroll=True, css_classes=["gx-deep-maps"])
-        self.recon_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-deep-recon"])
+        self.recon_row = pn.FlexBox(sizing_mode="stretch_width", css_classes=["gx-deep-recon"])  # wraps when narrow
         self._plots: list[_LayerPlot] = []
         self._recon_key = None
         self._recon = None

@@ -115,9 +115,11 @@ class DynamicsView(pn.viewable.Viewer):
         self.body = pn.Column(
             self.text,
             pn.Row(self.slider, self.player, sizing_mode="stretch_width"),
-            pn.Row(pn.Column(pn.pane.Bokeh(self.latent_fig, sizing_mode="stretch_width", height=340),
-                             sizing_mode="stretch_width", min_width=380),
-                   pn.Column(self.profile_box, self.image_box, sizing_mode="stretch_width", min_width=380),
+            # side by side, or one under the other on a narrow screen (never cut off)
+            pn.FlexBox(pn.Column(pn.pane.Bokeh(self.latent_fig, sizing_mode="stretch_width", height=340),
+                                 sizing_mode="stretch_width", min_width=380, styles={"flex": "1 1 380px"}),
+                       pn.Column(self.profile_box, self.image_box, sizing_mode="stretch_width", min_width=380,
+                                 styles={"flex": "1 1 380px"}),
                    sizing_mode="stretch_width"),
             self.feature,
             pn.pane.Bokeh(self.series_fig, sizing_mode="stretch_width", height=240),

@@ -96,8 +96,9 @@ class ImputationView(pn.viewable.Viewer):
                                                 label="Imputed data (CSV)", color="primary", **OUTLINE,
                                                 width=200, margin=(26, 5, 5, 15), disabled=True)
         self.error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
-        self.controls = pn.Row(self.row, self.prev_btn, self.next_btn, self.download, visible=False,
-                               sizing_mode="stretch_width")
+        # rows that wrap: on a narrow screen the controls and images go one under the other (never cut off)
+        self.controls = pn.FlexBox(self.row, self.prev_btn, self.next_btn, self.download, visible=False,
+                                   sizing_mode="stretch_width", align_items="flex-start")
 
         # images: observed (missing marked), filled in (filled pixels outlined), 2σ
         self.mapper = LinearColorMapper(palette=GREYS, low=0, high=1, nan_color=MARK)
@@ -111,8 +112,9 @@ class ImputationView(pn.viewable.Viewer):
         self.filled_fig.segment("x0", "y0", "x1", "y1", source=self.outline_source, line_color=MARK,
                                 line_width=2)
         self.std_fig = self._image_figure("2σ of the filled pixels", self.std_source, self.std_mapper)
-        self.images = pn.Row(*(pn.pane.Bokeh(f, width=214, height=240)
-                               for f in (self.observed_fig, self.filled_fig, self.std_fig)), visible=False)
+        self.images = pn.FlexBox(*(pn.pane.Bokeh(f, width=214, height=240)
+                                   for f in (self.observed_fig, self.filled_fig, self.std_fig)), visible=False,
+                                 sizing_mode="stretch_width")
 
         # other data: one point per feature
         self.obs_points = ColumnDataSource({"x": [], "observed": []})

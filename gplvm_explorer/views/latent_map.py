@@ -52,7 +52,7 @@ MAP_TITLE = "Latent space"
 PLACEHOLDER = "Press ▶ Train to map the data"
 #: Above this many points the map is rasterised (datashader) instead of drawn as glyphs.
 RASTER_ABOVE = 3000
-HEIGHT = 470
+HEIGHT = 430  # with its controls and legend, the card fits a 1280 x 720 screen
 #: Pixels of the points' raster (about the map's frame at the page's usual width).
 RASTER_SIZE = (640, 400)
 

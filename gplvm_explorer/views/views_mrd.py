@@ -115,7 +115,8 @@ class MultiViewView(pn.viewable.Viewer):
         self.click_text = pn.pane.HTML(escape("Click the latent map to reconstruct that point in every view."),
                                        sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                        css_classes=["gx-views-click"])
-        self.click_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-views-recon"], visible=False)
+        # one picture per view, wrapping onto the next line on a narrow screen
+        self.click_row = pn.FlexBox(sizing_mode="stretch_width", css_classes=["gx-views-recon"], visible=False)
         self.row = pn.widgets.IntInput(label="Row", value=0, start=0, width=90)
         self.source = pn.widgets.Select(label="From view", options={}, width=140)
         self.target = pn.widgets.Select(label="Predict view", options={}, width=140)
@@ -124,7 +125,7 @@ class MultiViewView(pn.viewable.Viewer):
         on_click(self.go, self._on_go)
         self.cross_text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                        css_classes=["gx-cross-text"])
-        self.cross_row = pn.Row(sizing_mode="stretch_width", css_classes=["gx-cross"])
+        self.cross_row = pn.FlexBox(sizing_mode="stretch_width", css_classes=["gx-cross"])
         self._layout_key = None
         self._click_plots: list[_ViewPlot] = []
         self.layout = pn.Column(
@@ -132,7 +133,8 @@ class MultiViewView(pn.viewable.Viewer):
             pn.pane.HTML("<b>The clicked latent point in every view</b>", margin=(4, 10)),
             self.click_text, self.click_row,
             pn.pane.HTML("<b>Given this row of one view, what does the other look like?</b>", margin=(4, 10)),
-            pn.Row(self.row, self.source, self.target, self.go), self.cross_text, self.cross_row,
+            pn.FlexBox(self.row, self.source, self.target, self.go, align_items="flex-start"), self.cross_text,
+            self.cross_row,
             sizing_mode="stretch_width", styles=PANEL_STYLES, visible=False, css_classes=["gx-views"])
         mv.param.watch(self._on_result, ["result"])
         mv.param.watch(self._on_cross, ["cross", "error", "computing"])

@@ -8,7 +8,7 @@ import re
 import time
 
 import pytest
-from browserkit import open_page, poll, train_to_end, wait_loaded
+from browserkit import click_train, fill_numbers, open_page, poll, train_to_end, wait_loaded
 
 from userdata import image_csv, mixed_units_csv
 
@@ -220,3 +220,75 @@ def test_a_model_saved_and_reopened_on_the_page_is_whole(page, served_app, tmp_p
     assert names[0][0] == "proline" and "x1" not in names[0], names[0]
     assert poll(lambda: f"Iterations: {iterations};" in _summary(page), timeout=30), _summary(page)
     page.screenshot(path=str(artifacts / "own-data-reopened.png"))
+
+
+# what is cut off in the main area: its own horizontal overflow, and every card wider than its box
+CUT_OFF = """() => {
+  const main = document.querySelector('#main'), box = main.getBoundingClientRect(), out = [];
+  if (main.scrollWidth > main.clientWidth + 1) out.push(`main: ${main.scrollWidth} > ${main.clientWidth}`);
+  for (const card of main.querySelectorAll('.card-margin')) {
+    const r = card.getBoundingClientRect();
+    if (r.height === 0) continue;  // a card for another model, hidden
+    const title = (card.innerText || '').split('\\n')[0].slice(0, 40);
+    if (card.scrollWidth > card.clientWidth + 1 || r.right > box.right + 1)
+      out.push(`${title}: ${card.scrollWidth} > ${card.clientWidth}, right ${Math.round(r.right)} > ${Math.round(box.right)}`);
+  }
+  return out;
+}"""
+# [top, bottom] of each visible card of the main area, and the height below the page's header
+CARD_SPANS = """() => {
+  const header = document.querySelector('#header'), top = header ? header.getBoundingClientRect().bottom : 0;
+  const spans = [...document.querySelectorAll('#main .card-margin')].map((c) => c.getBoundingClientRect())
+    .filter((r) => r.height > 0).map((r) => [Math.round(r.top), Math.round(r.bottom)]);
+  return {spans, room: window.innerHeight - top};
+}"""
+
+
+def test_train_is_on_the_first_screen_at_1280x720(page, served_app, artifacts):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, served_app)
+    train = page.get_by_role("button", name="▶ Train", exact=True)
+    box = train.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 720, box
+    assert page.evaluate("() => document.querySelector('#sidebar').scrollTop") == 0  # nothing scrolled
+    assert page.evaluate("([x, y]) => { let e = document.elementFromPoint(x, y);"
+                         " while (e && e.shadowRoot && e.shadowRoot.elementFromPoint(x, y) !== e)"
+                         " { const inner = e.shadowRoot.elementFromPoint(x, y); if (!inner || inner === e) break; e = inner; }"
+                         " return e ? e.textContent : null; }",
+                         [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2]).strip() == "▶ Train"
+    train.click()
+    page.get_by_text(re.compile(r"Finished after")).first.wait_for(timeout=150_000)
+    page.screenshot(path=str(artifacts / "layout-1280x720.png"))
+    cards = page.evaluate(CARD_SPANS)
+    tall = [s for s in cards["spans"][:2] if s[1] - s[0] > cards["room"]]  # the status line, the map's card
+    assert not tall, f"taller than the screen below the header ({cards['room']} px): {tall}"
+    assert page.evaluate(CUT_OFF) == []
+
+
+def test_nothing_is_cut_off_at_1024x768(page, served_app, artifacts):
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, served_app)
+    train = page.get_by_role("button", name="▶ Train", exact=True)
+    box = train.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 768, box
+    assert page.evaluate(CUT_OFF) == []
+    picker = page.get_by_label("Data set (bundled sample or your file)")
+    for title, sample in (("Glyph with hidden quarters (missing pixels)", "occluded-glyph"),
+                          ("Walking, with a gap in time (for the dynamical model)", "walking-gap"),
+                          ("Two views: image and sensors (for MRD)", "two-views")):
+        picker.select_option(label=title)
+        wait_loaded(page, sample)
+        fill_numbers(page, {"Iterations": 60})
+        finished = page.get_by_text(re.compile(r"Finished after \d+ iterations"))
+        click_train(page)
+        assert poll(lambda: finished.count() == 0, timeout=60), "the run did not start"  # the last run's line went
+        finished.first.wait_for(timeout=150_000)
+        time.sleep(2)  # the cards of the result are drawn after the status line
+        cut = poll(lambda: page.evaluate(CUT_OFF) == [] or None, timeout=10)
+        page.screenshot(path=str(artifacts / f"layout-1024x768-{sample}.png"), full_page=True)
+        assert cut, f"{sample}: {page.evaluate(CUT_OFF)}"
+    # the reconstruction and the ARD bars go under the map instead of beside it
+    spans = page.evaluate(CARD_SPANS)["spans"]
+    recon = page.get_by_text("Reconstruction", exact=True).first.bounding_box()
+    latent = page.get_by_text("Latent space", exact=True).first.bounding_box()
+    assert recon["y"] > latent["y"] + 300 and recon["x"] < latent["x"] + 50, (recon, latent, spans)

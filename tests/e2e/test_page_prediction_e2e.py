@@ -132,12 +132,13 @@ def test_no_factors_for_the_page_when_it_cannot_predict():
 RUN_CLICK = """([code, columns, slice, x, y]) => {
   window.Bokeh = {require: () => ({ndarray: (buf, o) => ({values: Array.from(new Float64Array(buf)), ...o})})};
   const model = (data) => ({data});
-  const m = {predictor: model(columns), slice: model(slice), image: model({}), profile: model({}), marker: model({})};
-  new Function("cb_obj", "predictor", "slice", "image", "profile", "marker", code)(
-    {x, y}, m.predictor, m.slice, m.image, m.profile, m.marker);
+  const m = {predictor: model(columns), slice: model(slice), image: model({}), std_image: model({}),
+             profile: model({}), marker: model({})};
+  new Function("cb_obj", "predictor", "slice", "image", "std_image", "profile", "marker", code)(
+    {x, y}, m.predictor, m.slice, m.image, m.std_image, m.profile, m.marker);
   const arr = (v) => (v && v.length !== undefined && typeof v !== "string" ? Array.from(v) : v);
   const out = {};
-  for (const k of ["image", "profile", "marker"]) {
+  for (const k of ["image", "std_image", "profile", "marker"]) {
     out[k] = {};
     for (const [c, v] of Object.entries(m[k].data)) out[k][c] = Array.isArray(v) ? v.map(arr) : arr(v);
   }
@@ -162,11 +163,14 @@ def test_the_click_script_draws_the_prediction_at_the_clicked_point(script_page,
         np.testing.assert_allclose(prof["mean"], mean[0], rtol=1e-9)
         np.testing.assert_allclose(prof["upper"], mean[0] + 2 * std[0], rtol=1e-9)
         np.testing.assert_allclose(prof["lower"], mean[0] - 2 * std[0], rtol=1e-9)
-        assert prof["x"] == list(range(6)) and out["image"] == {}
+        assert prof["x"] == list(range(6)) and out["image"] == {} and out["std_image"] == {}
     else:
         img = out["image"]
         (drawn,) = img["image"]
         assert drawn["shape"] == [2, 3] and img["dw"] == [3] and img["dh"] == [2]
         # row 0 of an image is its top row; Bokeh draws row 0 at the bottom
         np.testing.assert_allclose(np.reshape(drawn["values"], (2, 3)), mean[0].reshape(2, 3)[::-1], rtol=1e-9)
+        (spread,) = out["std_image"]["image"]  # the ±2σ image: twice every pixel's std, drawn the same way up
+        assert spread["shape"] == [2, 3] and out["std_image"]["dw"] == [3] and out["std_image"]["dh"] == [2]
+        np.testing.assert_allclose(np.reshape(spread["values"], (2, 3)), 2 * std[0].reshape(2, 3)[::-1], rtol=1e-9)
         assert out["profile"] == {}
