@@ -44,7 +44,8 @@ from ..export import MAGNIFICATION_CMAP, VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
 from ..state.labels import LabelColouring
 from .common import MUTED_MD, OUTLINE, PANEL_STYLES, LiveHTML, escape, on_click, plain, sync, title_with_help
-from .page_prediction import CLICK_JS, no_predictor, page_drawn_source, predictor_columns, slice_columns
+from .page_prediction import (CLICK_JS, no_predictor, page_drawn_source, page_units, predictor_columns,
+                              slice_columns)
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +300,7 @@ class LatentMap(pn.viewable.Viewer):
         result = None if v is None else v.result
         if result is not self._page_result:
             self._page_result = result
-            columns = None if result is None else predictor_columns(result.predictor, result.dataset)
+            columns = None if result is None else predictor_columns(result.predictor, page_units(result.dataset))
             self.page_predicts = columns is not None
             self.predictor_source.data = columns if columns is not None else no_predictor()
         self._show_slice()

@@ -30,12 +30,13 @@ whole reconstruction, as it always did.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 from bokeh.models import ColumnDataSource
 
-__all__ = ["PAGE_KERNELS", "CLICK_JS", "PREDICT_JS", "kernel_in_page", "no_predictor", "page_drawn_source",
-           "predictor_columns", "slice_columns"]
+__all__ = ["PAGE_KERNELS", "CLICK_JS", "PREDICT_JS", "in_standard_units", "kernel_in_page", "no_predictor",
+           "page_drawn_source", "page_units", "predictor_columns", "slice_columns"]
 
 #: Kernel types the page evaluates (``Kernel.to_spec()["type"]``).
 PAGE_KERNELS = frozenset({"rbf", "matern32", "matern52", "linear", "mlp", "bias", "white", "sum"})
@@ -49,6 +50,18 @@ def kernel_in_page(spec: dict) -> bool:
     if kind == "sum":
         return all(kernel_in_page(p) for p in spec.get("parts", ()))
     return True
+
+
+def in_standard_units(ds) -> bool:
+    """A standardised table's profile is drawn in standardised units (its columns' z-scores): in the
+    file's units the widest column, thousands of times the narrowest, flattens all the others."""
+    return ds is not None and getattr(ds, "scale", None) is not None and getattr(ds, "image_shape", None) is None
+
+
+def page_units(ds):
+    """The units the page draws its own predictions in (`page_prediction.predictor_columns`' ``dataset``):
+    the file's, or the model's for a table drawn in standardised units."""
+    return SimpleNamespace(scale=None, mean=None, image_shape=None) if in_standard_units(ds) else ds
 
 
 def page_drawn_source(data: dict, **kw) -> ColumnDataSource:

@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from .. import help_texts
 from ..explorer import Explorer
 from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, label_feature_axis, plain, title_with_help
-from .page_prediction import page_drawn_source
+from .page_prediction import in_standard_units, page_drawn_source
 
 GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
 #: The ±2σ image: white where the model is sure, dark orange where it is not.
@@ -128,6 +128,7 @@ class ReconstructionView(pn.viewable.Viewer):
         self.profile.visible = ds is not None and not is_image
         if ds is not None and not is_image:
             label_feature_axis(self.profile_fig.xaxis[0], ds.feature_names, ds.d)
+            self.profile_fig.yaxis.axis_label = "standardised value" if in_standard_units(ds) else "value"
         if is_image:  # per data set, before any click: the page may draw a prediction before the server answers
             h, w = ds.image_shape
             for fig in (self.pred_fig, self.std_fig, self.near_fig):
@@ -171,10 +172,13 @@ class ReconstructionView(pn.viewable.Viewer):
             self.near_fig.title.text = nearest_title(rec.nearest_index, rec.nearest_label)
         else:
             x = np.arange(rec.mean.size)
+            mean, std, nearest = rec.mean, rec.std, rec.nearest_values
+            ds = self._shown_dataset
+            if in_standard_units(ds) and ds.d == mean.size:  # the file's units -> the columns' z-scores
+                mean, std, nearest = (mean - ds.mean) / ds.scale, std / ds.scale, (nearest - ds.mean) / ds.scale
             if not rec.drawn_in_page:
-                self.profile_source.data = {"x": x, "mean": rec.mean, "lower": rec.mean - 2 * rec.std,
-                                            "upper": rec.mean + 2 * rec.std}
-            self.nearest_source.data = {"x": x, "nearest": rec.nearest_values}
+                self.profile_source.data = {"x": x, "mean": mean, "lower": mean - 2 * std, "upper": mean + 2 * std}
+            self.nearest_source.data = {"x": x, "nearest": nearest}
             self.profile_fig.legend.items[2].label = {"value": f"nearest #{rec.nearest_index}"}
 
     def page_targets(self) -> dict:

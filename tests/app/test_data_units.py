@@ -116,3 +116,30 @@ def test_bundled_samples_keep_their_shared_units():
         assert data.dataset.name == info.name and not data.standardize and data.units_note == "", info.name
     # the marker coordinates of the walk differ in spread, in one unit: not standardised all the same
     assert standardise_by_default(load_sample("walking-gap"))
+
+
+def test_a_standardised_tables_reconstruction_is_drawn_in_standardised_units(make_explorer, pump):
+    """In the file's units the widest column (hundreds) flattens the others (tenths) to a line at zero."""
+    from gplvm_explorer.views import LatentMap, ReconstructionView
+    from gplvm_explorer.views.page_prediction import predictor_columns
+
+    ex = make_explorer(publish_interval=0.0)
+    recon = ReconstructionView(explorer=ex)
+    latent = LatentMap(explorer=ex, reconstruction=recon)
+    assert ex.data.load_upload(mixed_units_csv(), "wine-like.csv") and ex.data.standardize
+    ex.settings.max_iters = 20
+    assert ex.train(), ex.training.message
+    assert pump(ex, lambda: ex.training.status == "finished", timeout=240) and ex.latent.wait(60)
+    ds = ex.data.dataset
+    rec = ex.latent.reconstruct_at(*ex.latent.view.points[3])
+    drawn = recon.profile_source.data
+    np.testing.assert_allclose(drawn["mean"], (rec.mean - ds.mean) / ds.scale, rtol=1e-9)
+    np.testing.assert_allclose(drawn["upper"] - drawn["mean"], 2 * rec.std / ds.scale, rtol=1e-9)
+    np.testing.assert_allclose(recon.nearest_source.data["nearest"], ds.values[rec.nearest_index], rtol=1e-9)
+    assert recon.profile_fig.yaxis[0].axis_label == "standardised value"
+    assert np.abs(drawn["mean"]).max() < 5  # z-scores, not hundreds of mg/l
+    # the page predicts in the same units: the model's, not the file's
+    page = latent.predictor_source.data
+    expected = predictor_columns(ex.training.result.predictor, None)
+    np.testing.assert_allclose(page["scale"][0], 1.0)
+    np.testing.assert_allclose(page["offset"][0], expected["offset"][0])
