@@ -202,12 +202,13 @@ class DynamicsView(pn.viewable.Viewer):
         self.latent_fig.xaxis.axis_label = f"x{xd + 1}"
         self.latent_fig.yaxis.axis_label = f"x{yd + 1}"
         view = self.explorer.latent.view
-        if view is not None and view.grid is not None and tuple(view.dims) == (xd, yd) \
-                and view.result.run_id == tr.result.run_id:
+        # the map's variance shading under the trajectory (not its magnification: this view's scale is variance)
+        if view is not None and view.grid is not None and view.grid.kind == "variance" \
+                and tuple(view.dims) == (xd, yd) and view.result.run_id == tr.result.run_id:
             g = view.grid
             x0, y0, x1, y1 = view.extent
-            self.mapper.update(low=float(np.min(g.variance)), high=float(np.max(g.variance)) + 1e-12)
-            self.grid_src.data = {"image": [np.asarray(g.variance, dtype=float)], "x": [x0], "y": [y0],
+            self.mapper.update(low=float(np.min(g.values)), high=float(np.max(g.values)) + 1e-12)
+            self.grid_src.data = {"image": [np.asarray(g.values, dtype=float)], "x": [x0], "y": [y0],
                                   "dw": [x1 - x0], "dh": [y1 - y0]}
         self._on_frame()
 
