@@ -292,3 +292,31 @@ def test_nothing_is_cut_off_at_1024x768(page, served_app, artifacts):
     recon = page.get_by_text("Reconstruction", exact=True).first.bounding_box()
     latent = page.get_by_text("Latent space", exact=True).first.bounding_box()
     assert recon["y"] > latent["y"] + 300 and recon["x"] < latent["x"] + 50, (recon, latent, spans)
+
+
+def test_a_model_fitted_on_the_command_line_opens_with_its_images_and_trace(page, tmp_path, artifacts):
+    """``gplvm-explorer fit my-digits.csv -o model.npz``, then ``gplvm-explorer model.npz``: images, names, trace."""
+    from gplvm_explorer import fit_command
+
+    from .conftest import serve_cli
+
+    data = tmp_path / "my-digits.csv"
+    data.write_bytes(image_csv("pixel_{r}_{c}"))
+    out = tmp_path / "digits-model.npz"
+    assert fit_command.main([str(data), "--label", "label", "--max-iters", "40", "-o", str(out), "--quiet"]) == 0
+    with serve_cli([out], tmp_path) as url:
+        page.goto(url)
+        page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=120_000)
+        page.get_by_text("Saved model digits-model.npz opened").first.wait_for(timeout=90_000)
+        summary = wait_loaded(page, "digits-model.npz")
+        assert "images of 8 × 8 pixels" in summary and "labels: label, 3 distinct" in summary, summary
+        points = poll(lambda: (lambda p: p if p[1] > 5 else None)(page.evaluate(NAMES_AND_TRACE)), timeout=30)
+        assert points is not None, page.evaluate(NAMES_AND_TRACE)  # the fit's objective curve
+        spot = poll(lambda: page.evaluate(MAP_SPOT, [0.5, 0.5]), timeout=30)
+        page.mouse.click(*spot)
+        page.get_by_text("Nearest training point #").first.wait_for(timeout=60_000)
+        for name in ("reconstruction-image", "reconstruction-std-image", "reconstruction-nearest-image"):
+            shape = poll(lambda n=name: (lambda s: s if s and s[:2] == [8, 8] else None)(_image(page, n)),
+                         timeout=30)
+            assert shape is not None, f"{name}: {_image(page, name)}"
+        page.screenshot(path=str(artifacts / "own-data-cli-model.png"))
