@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.6
     _FINITE = "force_all_finite"
 
 from . import kernels as _kernels
+from .build import Settings, build
 from .errors import ConfigurationError
 from .models.bayesian import BayesianGPLVM
 from .models.gplvm import GPLVM
@@ -48,12 +49,18 @@ __all__ = ["GPLVMTransformer", "KERNELS", "MODELS"]
 MODELS = {"gplvm": GPLVM, "sparse": SparseGPLVM, "bayesian": BayesianGPLVM}
 
 #: ``kernel=`` names and the engine kernels they stand for (ARD: one lengthscale or
-#: variance per latent dimension).  "rbf" lets the model build its default ARD RBF,
-#: whose starting lengthscales follow the PCA initialisation.
+#: variance per latent dimension).  The model is built by :func:`engine.build.build`,
+#: as the app and the command line build theirs (same settings, same start).
 KERNELS = {"rbf": _kernels.RBF, "linear": _kernels.Linear,
            "matern32": _kernels.Matern32, "matern52": _kernels.Matern52}
 
 _INITS = ("pca", "random", "isomap")
+
+
+def _flag(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigurationError(f"Expected {name} to be True or False, got {value!r} instead.")
+    return bool(value)
 
 
 def _choice(value, name, options):
@@ -81,7 +88,9 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Covariance over the latent space, with ARD.  The Bayesian GP-LVM
         needs closed-form psi statistics ("rbf", "linear"); a Matérn kernel
         with it raises :class:`engine.UnsupportedKernelError` in ``fit``.
-        A kernel object must have ``input_dim == n_components``.
+        A kernel object must have ``input_dim == n_components``.  With a
+        PCA start the stationary kernels' lengthscales start from the
+        principal components' variances (:mod:`engine.build`).
     max_iters : int, default=1000
         Most optimiser iterations of ``fit``.
     optimizer : {"lbfgs", "scg", "adam"}, default="lbfgs"
@@ -89,6 +98,10 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Initialisation of the latent points.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of the choice of inducing points.
+    bias, white : bool, default=True
+        Add a constant (bias) and a white-noise term to the kernel named by
+        ``kernel``, as the app and ``gplvm-explorer fit`` do by default (a
+        kernel object is used as given).
 
     Attributes
     ----------
@@ -121,7 +134,7 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     """
 
     def __init__(self, n_components=2, model="bayesian", num_inducing=30, kernel="rbf", max_iters=1000,
-                 optimizer="lbfgs", init="pca", random_state=None):
+                 optimizer="lbfgs", init="pca", random_state=None, bias=True, white=True):
         self.n_components = n_components
         self.model = model
         self.num_inducing = num_inducing
@@ -130,6 +143,8 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.optimizer = optimizer
         self.init = init
         self.random_state = random_state
+        self.bias = bias
+        self.white = white
 
     # ---- validation (the one place) ------------------------------------------------------
     def _settings(self) -> dict:
@@ -143,7 +158,6 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             kernel = kernel.copy()
         else:
             kernel = _choice(kernel, "kernel", tuple(KERNELS))
-            kernel = None if kernel == "rbf" else KERNELS[kernel](Q, ard=True)
         return {
             "latent_dim": Q,
             "model": model,
@@ -152,6 +166,8 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             "max_iters": integer(self.max_iters, "max_iters", minimum=0),
             "optimizer": _choice(self.optimizer, "optimizer", OPTIMIZERS),
             "init": _choice(self.init, "init", _INITS),
+            "bias": _flag(self.bias, "bias"),
+            "white": _flag(self.white, "white"),
         }
 
     def _handles_missing(self) -> bool:
@@ -187,14 +203,9 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         s = self._settings()
         X = self._check_X(X, reset=True)
         seed = self._seed()
-        cls = MODELS[s["model"]]
-        kwargs = dict(kernel=s["kernel"], init=s["init"], seed=seed)
-        if cls is GPLVM:
-            self.num_inducing_ = None
-        else:
-            self.num_inducing_ = min(s["num_inducing"], X.shape[0])
-            kwargs["num_inducing"] = self.num_inducing_
-        model = cls(X, s["latent_dim"], **kwargs)
+        self.num_inducing_ = None if s["model"] == "gplvm" else min(s["num_inducing"], X.shape[0])
+        model = build(X, Settings(model=s["model"], latent_dim=s["latent_dim"], kernel=s["kernel"], bias=s["bias"],
+                                  white=s["white"], num_inducing=self.num_inducing_ or s["num_inducing"], init=s["init"], seed=seed))
         result = _fit(model, optimizer=s["optimizer"], max_iters=s["max_iters"])
         self.model_ = model
         self.fit_result_ = result

@@ -18,6 +18,8 @@ from typing import Callable
 
 import numpy as np
 
+from engine.build import view_split
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -86,6 +88,14 @@ class ModelConfig:
     def spec(self) -> "ModelSpec":
         return spec(self.model)
 
+    def settings(self):
+        """What the engine's factory builds the model from (:class:`engine.build.Settings`)."""
+        from engine.build import Settings
+
+        return Settings(model=self.model, latent_dim=int(self.latent_dim), kernel=self.kernel, bias=bool(self.bias),
+                        white=bool(self.white), num_inducing=int(self.num_inducing), init=self.init,
+                        seed=int(self.seed), batch_size=int(self.batch_size))
+
     def describe(self) -> str:
         """One line, e.g. ``Bayesian GP-LVM, RBF (ARD) + bias + white, Q=5, M=30, ...``."""
         s = self.spec
@@ -131,9 +141,9 @@ class ModelSpec:
     (one time per row, :attr:`ModelConfig.times`) or ``"views"`` (the columns
     split into views, :attr:`ModelConfig.view_sizes`).  ``panel``: the key of
     the extra view the page shows for this model's results (``""``: none).
-    ``builder``: ``(Y, config) -> model`` when the engine class takes more
-    than ``(Y, Q, kernel=, init=, seed=)``.  ``distributable``: the engine
-    class takes ``backend=`` (its row sums can run on a dask cluster).
+    Every model is built by the engine's one factory (:func:`engine.build.build`),
+    as the command line and scikit-learn build theirs.  ``distributable``: the
+    engine class takes ``backend=`` (its row sums can run on a dask cluster).
     """
 
     key: str
@@ -149,7 +159,6 @@ class ModelSpec:
     handles_missing: bool = False  # trains on NaN entries as missing (others need complete data)
     inputs: tuple = ()  # "time", "views"
     panel: str = ""  # "dynamics", "views"
-    builder: Callable | None = field(default=None, repr=False)
     optimizers: tuple = FULL_BATCH  # what it can be trained with (the first is its default)
     minibatch: bool = False  # an iteration is one minibatch of ModelConfig.batch_size rows (progress in epochs)
     comfortable: Cost | None = None  # beyond this cost per iteration, propose ``scales_to``
@@ -191,21 +200,14 @@ class ModelSpec:
         return self.cost(n, d, int(config.latent_dim), m)
 
     def build(self, Y: np.ndarray, config: ModelConfig, backend=None):
-        """The engine model (not fitted) this spec and ``config`` describe.
+        """The engine model (not fitted) this spec and ``config`` describe (:func:`engine.build.build`).
 
         ``backend`` (an engine backend) is used only when the spec is ``distributable``.
         """
-        if self.builder is not None:
-            return self.builder(Y, config)
-        import engine
+        from engine.build import build
 
-        cls = getattr(engine, self.engine_class)
-        kwargs = dict(kernel=_build_kernel(config), init=config.init, seed=int(config.seed))
-        if self.uses_inducing:
-            kwargs["num_inducing"] = int(config.num_inducing)
-        if backend is not None and self.distributable:
-            kwargs["backend"] = backend
-        return cls(Y, int(config.latent_dim), **kwargs)
+        return build(Y, config.settings(), times=config.times, view_sizes=config.view_sizes,
+                     layer_dims=config.layer_dims, backend=backend if self.distributable else None)
 
 
 # Calibrated on a 2-core machine (20,000 x 30, Q=10, M=50: ~0.25 s per L-BFGS iteration
@@ -224,49 +226,6 @@ def _collapsed_memory(n, d, q, m):
 def _gpds_memory(n, d, q, m):
     # per latent dimension the N x N time kernel factors S_q and B_q^-1, plus their work arrays
     return _collapsed_memory(n, d, q, m) + _BYTES * (3 * q + 4) * n * n
-
-
-def _build_gpds(Y, config: ModelConfig):
-    import engine
-
-    n = Y.shape[0]
-    t = np.arange(n, dtype=float) if config.times is None else np.asarray(config.times, dtype=float)
-    return engine.DynamicalBGPLVM(Y, t, int(config.latent_dim), num_inducing=int(config.num_inducing),
-                                  kernel=_build_kernel(config), init=config.init, seed=int(config.seed))
-
-
-def view_split(d: int, view_sizes) -> list[int]:
-    """Columns per view: ``view_sizes`` when it covers the ``d`` columns, else two halves."""
-    sizes = [int(v) for v in (view_sizes or ())]
-    if len(sizes) >= 1 and all(v >= 1 for v in sizes) and sum(sizes) == d:
-        return sizes
-    return [d // 2, d - d // 2] if d >= 2 else [d]
-
-
-def _build_mrd(Y, config: ModelConfig):
-    """MRD over the views; its own per-view initialisation, then the chosen kernel's extra terms."""
-    import engine
-    from engine import kernels as K
-
-    sizes = view_split(Y.shape[1], config.view_sizes)
-    views = np.split(Y, np.cumsum(sizes)[:-1], axis=1)
-    Q, M = int(config.latent_dim), int(config.num_inducing)
-    base = engine.MRD(views, Q, num_inducing=M, init=config.init, seed=int(config.seed))
-    if config.kernel == "rbf" and not config.bias and not config.white:
-        return base
-    # keep MRD's start (ARD lengthscales per view from the share of each view's variance per
-    # component, so shared and private dims can emerge) and add the bias / white terms asked for
-    kernels = []
-    for k in base.kernels:
-        if config.kernel == "linear":
-            k = K.Linear(Q, variances=np.maximum(np.asarray(k.relevance, dtype=float), 1e-6))
-        if config.bias:
-            k = k + K.Bias(Q, variance=0.1)
-        if config.white:
-            k = k + K.White(Q, variance=1e-3)
-        kernels.append(k)
-    return engine.MRD(views, Q, num_inducing=M, kernels=kernels, init=config.init, seed=int(config.seed),
-                      X=base.X_mean)
 
 
 MAX_LAYERS = 4
@@ -293,28 +252,6 @@ def parse_layer_dims(text) -> tuple:
     return tuple(dims)
 
 
-def _build_deep(Y, config: ModelConfig):
-    """A deep GP over ``config.layer_dims``; its own layer-by-layer start, then the bias / white terms asked for."""
-    import engine
-    from engine import kernels as K
-
-    dims = list(config.layer_dims or (int(config.latent_dim),))
-    M, seed = int(config.num_inducing), int(config.seed)
-    base = engine.DeepGP(Y, layer_dims=dims, num_inducing=M, init=config.init, seed=seed)
-    if not config.bias and not config.white:
-        return base
-    kernels, X = [], []
-    for layer, q in zip(base.layers, dims):
-        k = layer.kernel
-        if config.bias:
-            k = k + K.Bias(q, variance=0.1)
-        if config.white:
-            k = k + K.White(q, variance=1e-3)
-        kernels.append(k)
-        X.append(np.array(layer.X_mean, dtype=float))
-    return engine.DeepGP(Y, layer_dims=dims, num_inducing=M, kernels=kernels, init=config.init, seed=seed, X=X)
-
-
 _SVI_BATCH = 256  # the default minibatch, for the cost per iteration
 
 
@@ -324,14 +261,6 @@ def _svi_memory(n, d, q, m):
     # q(u): M x D means and an M x M factor
     b = min(n, _SVI_BATCH)
     return _BYTES * (8 * n * q + 3 * b * d + 4 * b * m + 4 * m * d + 12 * m * m) + 50e6
-
-
-def _build_svi(Y, config: ModelConfig):
-    import engine
-
-    return engine.StochasticBayesianGPLVM(Y, int(config.latent_dim), num_inducing=int(config.num_inducing),
-                                          batch_size=int(config.batch_size), kernel=_build_kernel(config),
-                                          init=config.init, seed=int(config.seed))
 
 
 #: Where the collapsed models stop being comfortable: about a second or 2 GB per iteration.
@@ -369,7 +298,7 @@ CATALOG: dict[str, ModelSpec] = {
             # one minibatch per iteration: the cost does not grow with N
             seconds=lambda n, d, q, m: 3 * _COLLAPSED_RATE * min(n, _SVI_BATCH) * max(m, 1) ** 2 * q
             + 3e-7 * min(n, _SVI_BATCH) * d,
-            builder=_build_svi, optimizers=("svi",), minibatch=True,
+            optimizers=("svi",), minibatch=True,
         ),
         ModelSpec(
             key="gplvm", display_name="GP-LVM (exact)", objective_name="log-likelihood",
@@ -385,7 +314,7 @@ CATALOG: dict[str, ModelSpec] = {
             seconds=lambda n, d, q, m: (_COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d
                                         + 1e-9 * q * n ** 3),
             cheaper="fewer frames (its cost grows with N^3 per latent dimension), or a static model",
-            inputs=("time",), panel="dynamics", builder=_build_gpds,
+            inputs=("time",), panel="dynamics",
         ),
         ModelSpec(
             key="mrd", display_name="MRD (shared and private latent dims of several views)",
@@ -393,7 +322,7 @@ CATALOG: dict[str, ModelSpec] = {
             uncertain_latents=True,
             memory=lambda n, d, q, m: 2 * _collapsed_memory(n, d, q, m),
             seconds=lambda n, d, q, m: 2 * _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 2e-7 * n * d,
-            inputs=("views",), panel="views", builder=_build_mrd,
+            inputs=("views",), panel="views",
         ),
         ModelSpec(
             key="deep", display_name="Deep GP (stacked Bayesian GP-LVMs)", objective_name="ELBO",
@@ -402,7 +331,7 @@ CATALOG: dict[str, ModelSpec] = {
             memory=_collapsed_memory,
             seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
             cheaper="fewer or smaller layers, fewer inducing points M, or a subsample of the data",
-            inputs=("layers",), panel="deep", builder=_build_deep,
+            inputs=("layers",), panel="deep",
         ),
     )
 }
@@ -422,19 +351,6 @@ def suggestion(config: ModelConfig, n: int, d: int) -> str:
         return ""
     rows = s.comfortable_rows(d, int(config.latent_dim), int(config.num_inducing))
     return s.scales_to if rows is not None and n > rows else ""
-
-
-def _build_kernel(config: ModelConfig):
-    from engine import kernels as K
-
-    Q = int(config.latent_dim)
-    families = {"rbf": K.RBF, "linear": K.Linear, "matern32": K.Matern32, "matern52": K.Matern52, "mlp": K.MLP}
-    kern = families[config.kernel](Q)
-    if config.bias:
-        kern = kern + K.Bias(Q, variance=0.1)
-    if config.white:
-        kern = kern + K.White(Q, variance=1e-3)
-    return kern
 
 
 # --------------------------------------------------------------------------

@@ -64,6 +64,7 @@ class UsageError(Exception):
 
 
 def build_parser() -> OneLineParser:
+    from engine.build import Settings
     from gplvm_explorer.data import FORMATS
 
     formats = ", ".join(f.upper() for f in FORMATS)
@@ -86,6 +87,10 @@ def build_parser() -> OneLineParser:
                         f"(default {DEFAULT_NUM_INDUCING}, or the number of rows if fewer)")
     p.add_argument("--kernel", default="rbf", choices=KERNELS,
                    help="ARD kernel over the latent space (default rbf; the bayesian model takes rbf or linear)")
+    p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=Settings.bias,
+                   help="add a constant (bias) term to the kernel (default: on; --no-bias to leave it out)")
+    p.add_argument("--white", action=argparse.BooleanOptionalAction, default=Settings.white,
+                   help="add a white-noise term to the kernel (default: on; --no-white to leave it out)")
     p.add_argument("--max-iters", type=int, default=1000, metavar="N", help="most optimiser iterations (default 1000)")
     p.add_argument("--optimizer", default="lbfgs", choices=OPTIMIZERS, help="default lbfgs")
     p.add_argument("--init", default="pca", choices=INITS, help="initial latent points (default pca)")
@@ -193,23 +198,22 @@ def check_against_data(args, N: int, D: int, budget=None) -> None:
         raise UsageError(f"{excess[0].upper()}{excess[1:]}; use {spec.cheaper or 'fewer inducing points or rows'}.")
 
 
+def settings_from(args, N: int):
+    """The factory's settings (:class:`engine.build.Settings`) for parsed ``args`` and ``N`` data rows."""
+    from engine.build import Settings
+
+    return Settings(model=args.model, latent_dim=args.latent_dim, kernel=args.kernel, bias=args.bias,
+                    white=args.white, num_inducing=num_inducing(args, N), init=args.init, seed=args.seed)
+
+
 def build_model(args, Y):
-    """The engine model for these settings (EngineError for impossible ones)."""
-    import engine
-    from engine import kernels
+    """The engine model for these settings, built by the engine's one factory, as the page and
+    scikit-learn build theirs (EngineError for impossible ones)."""
+    from engine.build import build
 
     N = Y.shape[0]
     check_against_data(args, N, Y.shape[1])
-    kernel = {"rbf": None, "linear": kernels.Linear, "matern32": kernels.Matern32,
-              "matern52": kernels.Matern52}[args.kernel]
-    kernel = None if kernel is None else kernel(args.latent_dim, ard=True)
-    kwargs = dict(kernel=kernel, init=args.init, seed=args.seed)
-    if args.model == "gplvm":
-        cls = engine.GPLVM
-    else:
-        cls = engine.BayesianGPLVM if args.model == "bayesian" else engine.SparseGPLVM
-        kwargs["num_inducing"] = num_inducing(args, N)
-    return cls(Y, args.latent_dim, **kwargs)
+    return build(Y, settings_from(args, N))
 
 
 def start_fit(args, Y):
@@ -466,7 +470,8 @@ def run(args) -> int:
     what = f"{type(model).__name__}, Q={args.latent_dim}"
     if hasattr(model, "num_inducing"):
         what += f", M={model.num_inducing}"
-    print(f"Fitting {what}, kernel {args.kernel}, {args.optimizer}, at most {args.max_iters} iterations "
+    kernel = args.kernel + (" + bias" if args.bias else "") + (" + white" if args.white else "")
+    print(f"Fitting {what}, kernel {kernel}, {args.optimizer}, at most {args.max_iters} iterations "
           "(Ctrl-C stops and saves the best point)", file=err, flush=True)
     progress = None if args.quiet else Progress(err, args.max_iters, model.objective_name)
     failure = None

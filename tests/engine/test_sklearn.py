@@ -209,10 +209,13 @@ def test_kernel_names_map_to_ard_engine_kernels(name, cls):
     Y = curve(np.linspace(-1, 1, 20))
     model = "sparse" if name.startswith("matern") else "bayesian"
     est = GPLVMTransformer(n_components=2, model=model, kernel=name, num_inducing=5, max_iters=2).fit(Y)
-    kern = est.model_.kernel
-    assert type(kern) is cls
-    assert kern.ard
+    kern = est.model_.kernel  # by default with a bias and a white-noise term, as the app and the CLI
+    assert [type(p) for p in kern.parts] == [cls, kernels.Bias, kernels.White]
+    assert kern.parts[0].ard
     assert est.relevance_.shape == (2,)
+    plain = GPLVMTransformer(n_components=2, model=model, kernel=name, num_inducing=5, max_iters=2, bias=False,
+                             white=False).fit(Y)
+    assert type(plain.model_.kernel) is cls
 
 
 def test_kernel_object_is_used_and_not_modified():
@@ -232,6 +235,8 @@ def test_kernel_object_is_used_and_not_modified():
     ({"optimizer": "newton"}, "Expected optimizer to be one of"),
     ({"init": "umap"}, "Expected init to be one of"),
     ({"kernel": kernels.RBF(3)}, "Expected a kernel with input_dim=2"),
+    ({"bias": "yes"}, "Expected bias to be True or False"),
+    ({"white": 1}, "Expected white to be True or False"),
 ])
 def test_impossible_settings_raise_typed_errors_in_fit(settings, match):
     est = GPLVMTransformer(**settings)  # the constructor only stores settings
