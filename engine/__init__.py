@@ -25,12 +25,13 @@ from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
 from .models.stochastic import StochasticBayesianGPLVM
 from .backends.dask import DaskBackend
-from .optimize import FitResult, Snapshot, fit
+from .optimize import Convergence, FitResult, Snapshot, fit
 from ._threads import single_blas_thread
 
 __all__ = [
-    "BayesianGPLVM", "ConfigurationError", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult", "GPLVM", "Geodesic",
-    "LaplaceGPLVM", "LatentInference", "MRD", "NonConjugateBayesianGPLVM", "NumericalError", "OptimizationError", "ParameterError", "ShapeError",
+    "BayesianGPLVM", "ConfigurationError", "Convergence", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult",
+    "GPLVM", "Geodesic", "LaplaceGPLVM", "LatentInference", "MRD", "NonConjugateBayesianGPLVM", "NumericalError",
+    "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
     "DaskBackend", "StochasticBayesianGPLVM", "single_blas_thread",
 ]

@@ -53,8 +53,11 @@ class LatentVariableModel:
     objective_name = "log-likelihood"
 
     #: Iterations of a fit for which :func:`engine.fit` holds the noise variance
-    #: before letting it move (see its ``warm_up_iters``).
+    #: before letting it move, when the start needs it (see its ``warm_up_iters``).
     warm_up_iters = 100
+    #: Hold the noise for ``warm_up_iters`` whatever the start (else only from a start
+    #: whose latent means explain little of the data: :func:`engine.optimize.start_explains`).
+    always_warm_up = False
 
     #: Whether NaN entries of Y (or an ``observed`` mask) are trained on as missing values.
     handles_missing = False

@@ -111,7 +111,10 @@ def test_a_sparse_fit_with_missing_outputs_gives_the_same_trace(cluster):
     r_local = engine.fit(local, optimizer="lbfgs", max_iters=10)
     r_remote = engine.fit(remote, optimizer="lbfgs", max_iters=10)
     assert r_local.iterations == r_remote.iterations > 1
-    np.testing.assert_allclose([h[1] for h in r_remote.history], [h[1] for h in r_local.history], rtol=1e-9)
+    trace_l, trace_r = [h[1] for h in r_local.history], [h[1] for h in r_remote.history]
+    # to 1e-9 of the trace's scale: a bound crossing zero (here about -2.5 nats after terms of
+    # hundreds) carries the terms' rounding, far more than 1e-9 of itself
+    np.testing.assert_allclose(trace_r, trace_l, rtol=1e-9, atol=1e-9 * np.max(np.abs(trace_l)))
 
 
 def test_missing_outputs_with_a_kernel_without_weighted_psi_sums_are_refused(cluster):
