@@ -65,6 +65,7 @@ from scipy.optimize import minimize
 from ._cancel import Cancelled, watching
 from ._threads import single_blas_thread
 from .errors import ConfigurationError, OptimizationError
+from .validation import integer
 from .validation import integer, positive_number
 
 OPTIMIZERS = ("lbfgs", "scg", "adam")
@@ -139,8 +140,7 @@ class Convergence:
     rtol: float = 1e-5
 
     def __post_init__(self):
-        if isinstance(self.window, bool) or not isinstance(self.window, (int, np.integer)) or self.window < 1:
-            raise ConfigurationError(f"Expected a window of at least 1 iteration, got {self.window!r} instead.")
+        integer(self.window, "window")
         if not (isinstance(self.rtol, (int, float, np.floating)) and self.rtol >= 0):
             raise ConfigurationError(f"Expected rtol >= 0, got {self.rtol!r} instead.")
 
