@@ -39,7 +39,7 @@ from .errors import ConfigurationError
 from .models.bayesian import BayesianGPLVM
 from .models.gplvm import GPLVM
 from .models.sparse import SparseGPLVM
-from .optimize import OPTIMIZERS
+from .optimize import OPTIMIZERS, Convergence
 from .optimize import fit as _fit
 from .validation import integer
 
@@ -93,6 +93,9 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         principal components' variances (:mod:`engine.build`).
     max_iters : int, default=1000
         Most optimiser iterations of ``fit``.
+    until_converged : bool, default=True
+        End ``fit`` sooner once the bound has converged (:class:`engine.Convergence`),
+        as the app and ``gplvm-explorer fit`` do.
     optimizer : {"lbfgs", "scg", "adam"}, default="lbfgs"
     init : {"pca", "random", "isomap"}, default="pca"
         Initialisation of the latent points.
@@ -134,7 +137,7 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     """
 
     def __init__(self, n_components=2, model="bayesian", num_inducing=30, kernel="rbf", max_iters=1000,
-                 optimizer="lbfgs", init="pca", random_state=None, bias=True, white=True):
+                 optimizer="lbfgs", init="pca", random_state=None, bias=True, white=True, until_converged=True):
         self.n_components = n_components
         self.model = model
         self.num_inducing = num_inducing
@@ -145,6 +148,7 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.random_state = random_state
         self.bias = bias
         self.white = white
+        self.until_converged = until_converged
 
     # ---- validation (the one place) ------------------------------------------------------
     def _settings(self) -> dict:
@@ -168,6 +172,7 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             "init": _choice(self.init, "init", _INITS),
             "bias": _flag(self.bias, "bias"),
             "white": _flag(self.white, "white"),
+            "until_converged": _flag(self.until_converged, "until_converged"),
         }
 
     def _handles_missing(self) -> bool:
@@ -206,7 +211,8 @@ class GPLVMTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.num_inducing_ = None if s["model"] == "gplvm" else min(s["num_inducing"], X.shape[0])
         model = build(X, Settings(model=s["model"], latent_dim=s["latent_dim"], kernel=s["kernel"], bias=s["bias"],
                                   white=s["white"], num_inducing=self.num_inducing_ or s["num_inducing"], init=s["init"], seed=seed))
-        result = _fit(model, optimizer=s["optimizer"], max_iters=s["max_iters"])
+        result = _fit(model, optimizer=s["optimizer"], max_iters=s["max_iters"],
+                      convergence=Convergence() if s["until_converged"] else None)
         self.model_ = model
         self.fit_result_ = result
         self.n_iter_ = result.iterations

@@ -11,6 +11,7 @@ collapsed models O(N M + M^2) memory and O(N M^2 Q) time).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -61,6 +62,10 @@ except ImportError:  # pragma: no cover - older engine
 
 _BYTES = 8  # float64
 
+#: The default run: at most this many iterations, ending sooner once the bound has converged
+#: (engine.Convergence(): the engine's default rule).
+DEFAULT_MAX_ITERS = 5000
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -74,8 +79,9 @@ class ModelConfig:
     num_inducing: int = 30
     init: str = "pca"
     optimizer: str = "lbfgs"
-    max_iters: int = 300
+    max_iters: int = DEFAULT_MAX_ITERS  # the cap: the run ends sooner once converged (until_converged)
     seed: int = 0
+    until_converged: bool = True  # end when the bound has converged (engine.Convergence); else run max_iters
     # extra inputs of the models that need them (ModelSpec.inputs); plain values
     times: tuple | None = None  # "time": one time per row (None: row order 0, 1, 2, ...)
     time_name: str = ""  # where the times came from, for describe()
@@ -87,6 +93,21 @@ class ModelConfig:
     @property
     def spec(self) -> "ModelSpec":
         return spec(self.model)
+
+    def model_key(self) -> "ModelConfig":
+        """What decides the model and its start: everything but the run's length (``max_iters``,
+        ``until_converged``)."""
+        return dataclasses.replace(self, max_iters=0, until_converged=True)
+
+    def convergence(self):
+        """The rule that ends the run once the bound has converged (engine.Convergence), or None:
+        none when ``until_converged`` is off, and none for minibatch models (their objective is an
+        estimate from one minibatch)."""
+        if not self.until_converged or self.spec.minibatch or self.optimizer == "svi":
+            return None
+        import engine
+
+        return engine.Convergence()
 
     def settings(self):
         """What the engine's factory builds the model from (:class:`engine.build.Settings`)."""
@@ -118,7 +139,8 @@ class ModelConfig:
             parts.append("views=" + " + ".join(f"{n} ({d})" for n, d in zip(names, self.view_sizes)))
         parts += [f"init={INITS.get(self.init, self.init)}",
                   f"optimiser={OPTIMIZERS.get(self.optimizer, self.optimizer)}",
-                  f"{self.max_iters} iterations", f"seed={self.seed}"]
+                  f"at most {self.max_iters} iterations, until converged" if self.convergence() is not None
+                  else f"{self.max_iters} iterations", f"seed={self.seed}"]
         return ", ".join(parts)
 
 
@@ -161,19 +183,25 @@ class ModelSpec:
     panel: str = ""  # "dynamics", "views"
     optimizers: tuple = FULL_BATCH  # what it can be trained with (the first is its default)
     minibatch: bool = False  # an iteration is one minibatch of ModelConfig.batch_size rows (progress in epochs)
-    comfortable: Cost | None = None  # beyond this cost per iteration, propose ``scales_to``
+    comfortable: Cost | None = None  # beyond this memory (or a default run of minutes), propose ``scales_to``
     scales_to: str = ""  # key of the model to propose for data beyond ``comfortable``
     distributable: bool = False  # the engine class takes backend= (e.g. engine.DaskBackend)
+    short_name: str = ""  # for lists of models (the display name when empty)
 
-    def comfortable_rows(self, d: int, q: int, m: int) -> int | None:
-        """The most rows this model trains comfortably (its cost within ``comfortable``); None: no limit."""
+    def __post_init__(self):
+        if not self.short_name:
+            object.__setattr__(self, "short_name", self.display_name)
+
+    def comfortable_rows(self, config: "ModelConfig", d: int, timing: "StartTiming | None" = None) -> int | None:
+        """The most rows this model trains comfortably with ``config``: its default run within
+        PROPOSE_ABOVE_SECONDS (measured with ``timing`` when given) and its memory within
+        ``comfortable``; None: no limit."""
         if self.comfortable is None:
             return None
 
         def fits(n):
-            c = self.cost(n, d, q, m)
-            return (c.memory_bytes <= self.comfortable.memory_bytes
-                    and c.seconds_per_iteration <= self.comfortable.seconds_per_iteration)
+            return (self.config_cost(config, n, d).memory_bytes <= self.comfortable.memory_bytes
+                    and estimate(config, n, d, timing).seconds <= PROPOSE_ABOVE_SECONDS)
 
         if not fits(1):
             return 0
@@ -263,8 +291,9 @@ def _svi_memory(n, d, q, m):
     return _BYTES * (8 * n * q + 3 * b * d + 4 * b * m + 4 * m * d + 12 * m * m) + 50e6
 
 
-#: Where the collapsed models stop being comfortable: about a second or 2 GB per iteration.
-_COMFORTABLE = Cost(memory_bytes=2e9, seconds_per_iteration=1.0)
+#: Where the collapsed models stop being comfortable: 2 GB of memory (or a default run longer than
+#: PROPOSE_ABOVE_SECONDS: :func:`suggestion`).
+_COMFORTABLE = Cost(memory_bytes=2e9, seconds_per_iteration=float("inf"))
 
 
 def _exact_memory(n, d, q, m):
@@ -298,7 +327,7 @@ CATALOG: dict[str, ModelSpec] = {
             # one minibatch per iteration: the cost does not grow with N
             seconds=lambda n, d, q, m: 3 * _COLLAPSED_RATE * min(n, _SVI_BATCH) * max(m, 1) ** 2 * q
             + 3e-7 * min(n, _SVI_BATCH) * d,
-            optimizers=("svi",), minibatch=True,
+            optimizers=("svi",), minibatch=True, short_name="Stochastic (SVI)",
         ),
         ModelSpec(
             key="gplvm", display_name="GP-LVM (exact)", objective_name="log-likelihood",
@@ -344,13 +373,112 @@ def spec(key: str) -> ModelSpec:
         raise ValueError(f"Expected a model in {sorted(CATALOG)}, got {key!r} instead.") from None
 
 
-def suggestion(config: ModelConfig, n: int, d: int) -> str:
-    """Key of the model to propose instead of ``config.model`` for ``n`` rows (``""``: none)."""
+# --------------------------------------------------------------------------
+# The measured cost model: the page times the start it prepares, the estimates follow
+# --------------------------------------------------------------------------
+
+#: Objective evaluations per iteration, per optimiser (L-BFGS: the line search's occasional extra
+#: evaluation; SCG: a curvature probe and a step; Adam: one).
+EVALUATIONS_PER_ITERATION = {"lbfgs": 1.1, "scg": 2.0, "adam": 1.0, "svi": 1.0}
+
+#: Iterations the default run (until converged) takes, for its ETA before it starts: the median of
+#: the data sets measured (bundled samples and oil flow, the default settings, the default rule).
+TYPICAL_ITERATIONS = 2000
+
+#: Propose the stochastic model when the chosen model's default run would take longer than this.
+PROPOSE_ABOVE_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class StartTiming:
+    """What the page measured when it prepared a start: ``config`` on ``n`` x ``d`` data.
+
+    ``seconds_per_evaluation``: one objective-and-gradient evaluation in the steady state (a
+    second one: the first, in ``first_seconds`` with the model's build where the page prepares it,
+    may include one-off costs); numba's compilation is done at server start, apart.
+    ``objective``: the value at the start.
+    """
+
+    config: ModelConfig
+    n: int
+    d: int
+    seconds_per_evaluation: float
+    first_seconds: float
+    objective: float
+
+    def seconds_per_iteration(self) -> float:
+        return self.seconds_per_evaluation * EVALUATIONS_PER_ITERATION.get(self.config.optimizer, 1.0)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The default run of a config: seconds per iteration, the iterations expected, their seconds.
+
+    ``measured``: scaled from a :class:`StartTiming` on this machine and these data (else the
+    catalog's formulas alone); ``timed``: the timing was of this very model.
+    """
+
+    seconds_per_iteration: float
+    iterations: int
+    measured: bool = False
+    timed: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return self.seconds_per_iteration * self.iterations
+
+
+def time_start(model, config: ModelConfig, n: int, d: int, stop=None, first_seconds: float | None = None) -> StartTiming:
+    """Time one evaluation of ``model``'s start (``engine.fit(max_iters=0)``: the jitter, one
+    evaluation): the steady cost of an evaluation on this machine.  Unless ``first_seconds`` says
+    how long the caller's own first evaluation took (the model is then already evaluated once),
+    the start is evaluated once before, as its fit will, and that is timed apart."""
+    import time
+
+    import engine
+
+    if first_seconds is None:
+        t0 = time.perf_counter()
+        engine.fit(model, optimizer=config.optimizer, max_iters=0, stop=stop)
+        first_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    result = engine.fit(model, optimizer=config.optimizer, max_iters=0, stop=stop)
+    return StartTiming(config=config, n=int(n), d=int(d), seconds_per_evaluation=time.perf_counter() - t1,
+                       first_seconds=float(first_seconds), objective=float(result.objective))
+
+
+def expected_iterations(config: ModelConfig) -> int:
+    """Iterations of a run with ``config``: all ``max_iters`` without a convergence rule, else the typical count."""
+    cap = int(config.max_iters)
+    return min(cap, TYPICAL_ITERATIONS) if config.convergence() is not None else cap
+
+
+def estimate(config: ModelConfig, n: int, d: int, timing: StartTiming | None = None) -> Estimate:
+    """The default run of ``config`` on ``n`` x ``d`` data: from the catalog's formulas, scaled to
+    this machine and these data by ``timing`` (the page's measured start of some model) when given."""
+    formula = spec(config.model).config_cost(config, n, d).seconds_per_iteration
+    iterations = expected_iterations(config)
+    if timing is None or timing.seconds_per_evaluation <= 0:
+        return Estimate(formula, iterations)
+    timed = timing.config.model_key() == config.model_key() and (timing.n, timing.d) == (n, d)
+    if timed:
+        return Estimate(timing.seconds_per_iteration(), iterations, measured=True, timed=True)
+    reference = spec(timing.config.model).config_cost(timing.config, timing.n, timing.d).seconds_per_iteration
+    factor = timing.seconds_per_iteration() / reference if reference > 0 else 1.0
+    return Estimate(formula * factor, iterations, measured=True)
+
+
+def suggestion(config: ModelConfig, n: int, d: int, timing: StartTiming | None = None) -> str:
+    """Key of the model to propose instead of ``config.model`` for ``n`` rows (``""``: none): the
+    catalog's ``scales_to`` when the default run would take more than PROPOSE_ABOVE_SECONDS (measured
+    with ``timing`` when given) or more memory than is comfortable."""
     s = CATALOG.get(config.model)
     if s is None or not s.scales_to or s.scales_to not in CATALOG:
         return ""
-    rows = s.comfortable_rows(d, int(config.latent_dim), int(config.num_inducing))
-    return s.scales_to if rows is not None and n > rows else ""
+    if s.comfortable is not None:
+        if s.config_cost(config, n, d).memory_bytes > s.comfortable.memory_bytes:
+            return s.scales_to
+    return s.scales_to if estimate(config, n, d, timing).seconds > PROPOSE_ABOVE_SECONDS else ""
 
 
 # --------------------------------------------------------------------------
@@ -374,6 +502,15 @@ def parse_bytes(text: str) -> float:
     if not value > 0:
         raise ValueError(f"Expected a positive size, got {text!r} instead.")
     return value
+
+
+def format_seconds(seconds: float) -> str:
+    """An estimated duration for people: '≈ 40 s', '≈ 7 min', '≈ 2.5 h'."""
+    if seconds < 90:
+        return f"≈ {max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"≈ {round(seconds / 60)} min"
+    return f"≈ {seconds / 3600:.1f} h"
 
 
 def format_bytes(n: float) -> str:

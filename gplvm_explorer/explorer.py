@@ -71,6 +71,8 @@ class Explorer(param.Parameterized):
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
         self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
+        # the page timed a prepared start: estimates and the big-data proposal follow the measurement
+        self.training.param.watch(lambda e: self.settings.set_timing(e.new), ["timing"])
         # what Train would do changed: prepare its start again (once per page update)
         prepare = lambda *events: self.dispatcher.soon(self._prepare)  # noqa: E731
         self.data.param.watch(prepare, ["dataset"])

@@ -6,7 +6,8 @@ model is fitted by the engine and saved with `engine.io.save_model` (an .npz
 the app and ``engine.io.load_model`` open again, with the same bound).
 
 Progress goes to stderr: on a terminal one line redrawn in place (iteration,
-objective, it/s, ETA for the remaining ``--max-iters``); otherwise plain lines,
+objective, it/s, ETA for the remaining ``--max-iters``: the fit ends sooner once the
+bound has converged, ``engine.Convergence()``); otherwise plain lines,
 about twenty per fit and at least one every 30 seconds.  Ctrl-C (SIGINT) or
 SIGTERM stops the fit after the current step and still saves the best point
 reached; a second Ctrl-C aborts without saving.
@@ -65,6 +66,8 @@ class UsageError(Exception):
 
 def build_parser() -> OneLineParser:
     from engine.build import Settings
+    from engine.optimize import Convergence
+    from gplvm_explorer.catalog import DEFAULT_MAX_ITERS
     from gplvm_explorer.data import FORMATS
 
     formats = ", ".join(f.upper() for f in FORMATS)
@@ -91,7 +94,12 @@ def build_parser() -> OneLineParser:
                    help="add a constant (bias) term to the kernel (default: on; --no-bias to leave it out)")
     p.add_argument("--white", action=argparse.BooleanOptionalAction, default=Settings.white,
                    help="add a white-noise term to the kernel (default: on; --no-white to leave it out)")
-    p.add_argument("--max-iters", type=int, default=1000, metavar="N", help="most optimiser iterations (default 1000)")
+    p.add_argument("--max-iters", type=int, default=DEFAULT_MAX_ITERS, metavar="N",
+                   help=f"most optimiser iterations (default {DEFAULT_MAX_ITERS}); the fit ends sooner once "
+                        "the bound has converged")
+    p.add_argument("--until-converged", action=argparse.BooleanOptionalAction, default=True,
+                   help=f"end the fit once the bound has converged ({Convergence().describe()}; default: on; "
+                        "--no-until-converged runs all --max-iters)")
     p.add_argument("--optimizer", default="lbfgs", choices=OPTIMIZERS, help="default lbfgs")
     p.add_argument("--init", default="pca", choices=INITS, help="initial latent points (default pca)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and inducing points (default 0)")
@@ -246,12 +254,13 @@ class Progress:
     """Progress of a fit on ``stream``: a bar redrawn in place on a terminal, plain lines otherwise.
 
     it/s is measured over the last ``window`` iterations (the first ones include the start-up);
-    the ETA assumes all ``max_iters`` iterations run (the optimiser may converge sooner).  On a
-    terminal the bar is redrawn at most once per ``min_interval`` seconds.
+    the ETA assumes all ``max_iters`` iterations run ("ETA <=" when ``until_converged``: the fit
+    may end sooner).  On a terminal the bar is redrawn at most once per ``min_interval`` seconds.
     """
 
     def __init__(self, stream, max_iters: int, objective_name: str, tty: bool | None = None,
-                 window: int = 20, min_interval: float = 0.1):
+                 window: int = 20, min_interval: float = 0.1, until_converged: bool = False):
+        self.until_converged = bool(until_converged)
         self.stream = stream
         self.max_iters = max(int(max_iters), 1)
         self.name = objective_name
@@ -275,7 +284,8 @@ class Progress:
         eta = (self.max_iters - iteration) / rate if rate > 0 else float("nan")
         pct = 100.0 * iteration / self.max_iters
         return (f"iter {iteration}/{self.max_iters} ({pct:3.0f}%)  {self.name} {objective:.6g}  "
-                f"{rate:.3g} it/s  elapsed {_clock(elapsed)}  ETA {_clock(eta)}")
+                f"{rate:.3g} it/s  elapsed {_clock(elapsed)}  ETA {'<= ' if self.until_converged else ''}"
+                f"{_clock(eta)}")
 
     def __call__(self, snapshot) -> None:
         text = self.line(snapshot.iteration, snapshot.objective, snapshot.elapsed)
@@ -471,15 +481,18 @@ def run(args) -> int:
     if hasattr(model, "num_inducing"):
         what += f", M={model.num_inducing}"
     kernel = args.kernel + (" + bias" if args.bias else "") + (" + white" if args.white else "")
-    print(f"Fitting {what}, kernel {kernel}, {args.optimizer}, at most {args.max_iters} iterations "
+    until = ", until converged" if args.until_converged else ""
+    print(f"Fitting {what}, kernel {kernel}, {args.optimizer}, at most {args.max_iters} iterations{until} "
           "(Ctrl-C stops and saves the best point)", file=err, flush=True)
-    progress = None if args.quiet else Progress(err, args.max_iters, model.objective_name)
+    progress = None if args.quiet else Progress(err, args.max_iters, model.objective_name,
+                                                until_converged=args.until_converged)
     failure = None
     note = progress.note if progress else (lambda text: print(text, file=err, flush=True))
     trace = TraceRecorder(progress)
     with StopOnSignals(err) as stopper, engine_log_to(note):
         try:
             result = engine.fit(model, optimizer=args.optimizer, max_iters=args.max_iters,
+                                convergence=engine.Convergence() if args.until_converged else None,
                                 callback=trace, stop=stopper.event)
         except engine.ConfigurationError as exc:
             print(f"error: impossible setting: {_message(exc)}", file=err)

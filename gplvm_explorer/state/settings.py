@@ -1,12 +1,13 @@
 """ModelSettings: what to train, validated against the data's shape and the session's budget."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import param
 
 from .. import catalog
-from ..catalog import CATALOG, INITS, KERNELS, OPTIMIZERS, Budget, ModelConfig
+from ..catalog import CATALOG, DEFAULT_MAX_ITERS, INITS, KERNELS, OPTIMIZERS, Budget, ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,9 @@ class ModelSettings(param.Parameterized):
     num_inducing = param.Integer(default=30, bounds=(1, 500))
     init = param.Selector(default="pca", objects=list(INITS))
     optimizer = param.Selector(default="lbfgs", objects=list(OPTIMIZERS))
-    max_iters = param.Integer(default=300, bounds=(1, 100000))
+    max_iters = param.Integer(default=DEFAULT_MAX_ITERS, bounds=(1, 100000),
+                              doc="The most iterations; with until_converged the run ends sooner once converged.")
+    until_converged = param.Boolean(default=True, doc="End the run once the bound has converged.")
     seed = param.Integer(default=0, bounds=(0, None))
     batch_size = param.Integer(default=256, bounds=(1, 100000), doc="Rows per iteration (minibatch models).")
     suggestion = param.String(default="", doc="Key of a model the catalog proposes for these data (or '').")
@@ -42,9 +45,12 @@ class ModelSettings(param.Parameterized):
         super().__init__(**params)
         self.budget = budget or Budget.from_env()
         self._shape: tuple[int, int] | None = None
+        self._extra_notes: list[str] = []
+        self.timing = None  # catalog.StartTiming: the page's measured start (set_timing)
         self._adjusting = False
         self.param.watch(self._on_change, ["model", "kernel", "bias", "white", "latent_dim", "num_inducing",
-                                           "init", "optimizer", "max_iters", "seed", "layers", "batch_size"])
+                                           "init", "optimizer", "max_iters", "until_converged", "seed", "layers",
+                                           "batch_size"])
 
     @property
     def spec(self) -> catalog.ModelSpec:
@@ -69,10 +75,43 @@ class ModelSettings(param.Parameterized):
         return ModelConfig(model=self.model, kernel=self.kernel, bias=bool(self.bias), white=bool(self.white),
                            latent_dim=latent_dim, num_inducing=int(self.num_inducing), init=self.init,
                            optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed),
+                           until_converged=bool(self.until_converged),
                            layer_dims=layer_dims, batch_size=int(self.batch_size))
+
+    def set_timing(self, timing) -> None:
+        """The page timed a prepared start (catalog.StartTiming): estimates and the proposal follow it."""
+        self.timing = timing
+        self.validate(self._extra_notes)
+
+    def estimate(self, model: str | None = None) -> catalog.Estimate | None:
+        """The default run of the current settings (with ``model`` instead, if given) on the loaded data."""
+        if self._shape is None:
+            return None
+        config = self.config()
+        if model is not None and model != config.model:
+            config = dataclasses.replace(config, model=model, optimizer=catalog.spec(model).optimizers[0])
+        return catalog.estimate(config, *self._shape, self.timing)
+
+    def eta_note(self) -> str:
+        """One line: the estimated run until converged of each model that can train on these data
+        ('' before data are loaded); measured once the page has timed a start here."""
+        if self._shape is None:
+            return ""
+        parts = []
+        for key, spec in CATALOG.items():
+            if spec.inputs:  # needs a time per row, views or layers: not a like-for-like figure
+                continue
+            config = dataclasses.replace(self.config(), model=key, optimizer=spec.optimizers[0])
+            if catalog.check(config, *self._shape, budget=self.budget)[0]:
+                continue  # cannot train here (too big for this server, M > N, ...)
+            parts.append(f"{spec.short_name} {catalog.format_seconds(self.estimate(key).seconds)}")
+        how = "measured on these data" if self.timing is not None else "estimated"
+        run = "until converged" if self.until_converged else f"of {self.max_iters} iterations"
+        return f"A run {run} ({how}): " + " · ".join(parts) + "."
 
     def set_data_shape(self, n: int, d: int) -> None:
         self._shape = (int(n), int(d))
+        self.timing = None  # measured on other data: the page times these data's start next
         self.param.num_inducing.bounds = (1, max(1, int(n)))
         if self.num_inducing > n:
             self.num_inducing = max(1, min(int(n), 30))
@@ -82,14 +121,15 @@ class ModelSettings(param.Parameterized):
         if self._shape is None:
             self.errors = ["Load data first."]
             return False
+        self._extra_notes = list(extra_notes or [])
         errors, notes = catalog.check(self.config(), *self._shape, budget=self.budget)
-        self.suggestion = catalog.suggestion(self.config(), *self._shape)
+        self.suggestion = catalog.suggestion(self.config(), *self._shape, self.timing)
         if "layers" in self.spec.inputs:
             try:
                 self.layer_dims()
             except ValueError as exc:  # the specific reason, instead of the generic one
                 errors = [str(exc)] + [e for e in errors if "each layer's latent dimensions" not in e]
-        self.notes = list(extra_notes or []) + notes
+        self.notes = list(extra_notes or []) + notes + [self.eta_note()]
         self.errors = errors
         return not errors
 

@@ -12,6 +12,7 @@ views subscribe to it and receive only the new points.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import time
 
@@ -35,6 +36,11 @@ NOTABLE_JITTER = 1e-6
 #: to show the last one.  The rest of a result's cost to the page (the points' raster, sending the
 #: images and the predictor) is about as much again: the map then takes about a tenth of the CPU.
 RESULT_COST_FACTOR = 20.0
+
+#: The shown rate leaves out iterations before this one (compilation, first allocations) ...
+STEADY_FROM = 3
+#: ... and is measured over at most this many recent progress updates.
+RATE_WINDOW = 40
 
 _MESSAGES = {
     Status.STARTING: "Building the model…",
@@ -61,6 +67,13 @@ class TrainingRun(param.Parameterized):
     config = param.Parameter(default=None, doc="ModelConfig of this run.")
     dataset = param.Parameter(default=None, doc="The Dataset this run trains on.")
     opened = param.String(default="", doc="Name of the saved model on show (opened, not trained here), else ''.")
+    change = param.Number(default=float("nan"), doc="The best objective's relative rise over the convergence "
+                          "rule's window (the run converges when it falls to the rule's rtol); NaN: no rule "
+                          "or no full window yet.")
+    timing = param.Parameter(default=None, doc="catalog.StartTiming: the measured cost of the prepared start "
+                             "(one evaluation on these data, this machine), or None.")
+    end_reason = param.String(default="", doc="Why the last run ended: 'converged', 'optimizer', 'max_iters', "
+                              "'stopped' (engine FitResult.reason), or '' while running.")
 
     def __init__(self, dispatcher: Dispatcher, limiter: Limiter | None = None, build=None,
                  publish_interval: float = 1.0, notify_interval: float = 0.2, **params):
@@ -73,6 +86,7 @@ class TrainingRun(param.Parameterized):
         self._job: TrainingJob | None = None
         self._prepared: PreparedStart | None = None
         self._deferred: list = []  # events of the current run left for the next page update
+        self._recent = collections.deque(maxlen=RATE_WINDOW)  # (iteration, elapsed) of recent progress
         self.trace = hv.streams.Buffer(self._empty_trace(), length=1_000_000, index=False)
 
     @staticmethod
@@ -86,6 +100,12 @@ class TrainingRun(param.Parameterized):
 
     @property
     def rate(self) -> float:
+        """Iterations per second in the steady state: over the recent iterations, leaving out the
+        first ones (a model's first evaluations include one-off costs: compilation on a cold cache,
+        first allocations); the overall average until there are enough."""
+        recent = [(i, t) for i, t in self._recent if i >= STEADY_FROM]
+        if len(recent) >= 2 and recent[-1][1] > recent[0][1]:
+            return (recent[-1][0] - recent[0][0]) / (recent[-1][1] - recent[0][1])
         return self.iteration / self.elapsed if self.elapsed > 0 else 0.0
 
     @property
@@ -121,6 +141,8 @@ class TrainingRun(param.Parameterized):
             self.config = config
             self.dataset = dataset
             self.iteration, self.elapsed, self.objective, self.queue_position = 0, 0.0, None, 0
+            self._recent.clear()
+            self.change, self.end_reason = float("nan"), ""
             self.max_iters = int(config.max_iters)
             self.objective_name = config.spec.objective_name
             self.details = ""
@@ -140,8 +162,16 @@ class TrainingRun(param.Parameterized):
         if old is not None and old.matches(dataset.values, config):
             return old
         self.cancel_prepared()
-        self._prepared = PreparedStart(dataset.values, config, build=self._build, limiter=self._limiter).start()
-        return self._prepared
+        self._prepared = prepared = PreparedStart(dataset.values, config, build=self._build, limiter=self._limiter,
+                                                  on_timed=lambda t: self._dispatcher.soon(
+                                                      lambda: self._apply_timing(prepared, t)))
+        prepared.start()
+        return prepared
+
+    def _apply_timing(self, prepared: PreparedStart, timing) -> None:
+        """A prepared start was timed (page thread): kept while it is still the one prepared."""
+        if prepared is self._prepared or self.timing is None:
+            self.timing = timing
 
     def cancel_prepared(self) -> None:
         if self._prepared is not None:
@@ -169,6 +199,8 @@ class TrainingRun(param.Parameterized):
             self.config, self.dataset, self.result = result.config, result.dataset, result
             iterations = int(result.iteration)
             self.iteration, self.max_iters, self.elapsed, self.queue_position = iterations, iterations, 0.0, 0
+            self._recent.clear()
+            self.change, self.end_reason = float("nan"), ""
             self.objective, self.objective_name = float(result.objective), result.objective_name
             self.details = ""
             self.opened = name
@@ -259,9 +291,13 @@ class TrainingRun(param.Parameterized):
         self.iteration = int(ev.iteration)
         self.objective = float(ev.objective)
         self.elapsed = float(ev.elapsed)
+        self.change = float(ev.change)
+        self._recent.append((self.iteration, self.elapsed))
 
     def _apply_status(self, ev: StatusEvent) -> None:
         st = ev.status
+        if st in (Status.FINISHED, Status.STOPPED, Status.FAILED):
+            self.end_reason = ev.reason
         self.queue_position = int(ev.position) if st == Status.QUEUED else 0
         if st == Status.QUEUED:
             limit = self._limiter.limit

@@ -21,7 +21,6 @@ touches Bokeh or Panel objects, and copies nothing of size N per iteration
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import logging
 import os
@@ -33,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..catalog import ModelConfig, spec
+from ..catalog import ModelConfig, spec, time_start
 from .predictor import CachedPredictor
 
 logger = logging.getLogger(__name__)
@@ -146,6 +145,7 @@ class StatusEvent:
     message: str = ""
     position: int = 0  # place in the queue (1 = next), when queued
     details: str = ""  # traceback of a failure (for the log and the page's details)
+    reason: str = ""  # why a finished fit ended (engine FitResult.reason: "converged", "max_iters", ...)
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,9 @@ class ProgressEvent:
     elapsed: float
     evaluations: int
     epoch: float = 0.0  # passes over the rows so far (minibatch models); 0 for the others
+    #: the best objective's relative rise over the convergence rule's window (engine Snapshot.change):
+    #: the run converges when it falls to the rule's rtol; NaN without a rule or before a full window
+    change: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -328,8 +331,13 @@ class PreparedStart:
     as Train is clicked, and it is the true objective of the model then
     trained (the fit evaluates the same model at the same point again).
 
+    Unless a Train click already waits for it, it then times one more evaluation
+    (:func:`~gplvm_explorer.catalog.time_start`): :attr:`timing`, the measured cost
+    the page's estimates (ETA, the proposal of a model for big data) scale from,
+    handed to ``on_timed(timing)`` (called on its thread).
+
     It matches only the same ``Y`` array (identity) and the same config but for
-    ``max_iters``; the page cancels it when the data or settings change.  It
+    the run's length; the page cancels it when the data or settings change.  It
     yields to trainings: while the process-wide limiter is full it computes
     nothing until a job takes it.  Never raises: a failure leaves it empty and
     the job builds (and reports the error) as usual.
@@ -337,8 +345,11 @@ class PreparedStart:
 
     def __init__(self, Y: np.ndarray, config: ModelConfig, *,
                  build: Callable[[np.ndarray, ModelConfig], Any] | None = None,
-                 limiter: Limiter | None = None, delay: float = PREPARE_DELAY):
+                 limiter: Limiter | None = None, delay: float = PREPARE_DELAY,
+                 on_timed: Callable[[Any], None] | None = None):
         self._Y = Y
+        self._on_timed = on_timed
+        self.timing = None  # catalog.StartTiming once measured
         self.config = config
         self._key = self.key(config)
         self._build = build or (lambda Y, cfg: cfg.spec.build(Y, cfg))
@@ -355,8 +366,8 @@ class PreparedStart:
 
     @staticmethod
     def key(config: ModelConfig) -> ModelConfig:
-        """What must agree for a prepared start to serve a run (everything but ``max_iters``)."""
-        return dataclasses.replace(config, max_iters=0)
+        """What must agree for a prepared start to serve a run (everything but the run's length)."""
+        return config.model_key()
 
     @staticmethod
     def applies(config: ModelConfig) -> bool:
@@ -416,11 +427,22 @@ class PreparedStart:
             with _PREPARE_LOCK:
                 if self._cancel.is_set():
                     return
+                began = time.perf_counter()
                 started = start_with_fallbacks(self._build, self._Y, self.config, stop=self._cancel)
                 if started is None or self._cancel.is_set():
                     return
                 model, value, config, note = started
+                timing = None
+                if not self._wanted:  # a Train click waits for it: no time for the timing
+                    timing = time_start(model, config, *np.shape(self._Y), stop=self._cancel,
+                                        first_seconds=time.perf_counter() - began)
+                if self._cancel.is_set():
+                    return
                 self._model, self._value, self._started = model, value, (config, note)
+            if timing is not None:
+                self.timing = timing
+                if self._on_timed is not None:
+                    self._on_timed(timing)
         except BaseException:  # the job builds again and reports what goes wrong
             logger.debug("Preparing the start of a training failed", exc_info=True)
             self._model = None
@@ -591,20 +613,23 @@ class TrainingJob:
     def _flush_progress_locked(self) -> None:
         if not self._trace_it and self._latest is None:
             return
-        it, obj, elapsed, evals = self._latest if self._latest is not None else (0, np.nan, 0.0, 0)
+        it, obj, elapsed, evals, change = (self._latest if self._latest is not None
+                                           else (0, np.nan, 0.0, 0, np.nan))
         self._events.append(ProgressEvent(
             self.run_id, self._next_seq(), np.asarray(self._trace_it, dtype=float),
             np.asarray(self._trace_obj, dtype=float), int(it), float(obj), float(elapsed), int(evals),
-            epoch=self.epochs(it)))
+            epoch=self.epochs(it), change=float(change)))
         self._trace_it, self._trace_obj, self._latest = [], [], None
 
-    def _status_locked(self, status: Status, message: str = "", position: int = 0, details: str = "") -> None:
+    def _status_locked(self, status: Status, message: str = "", position: int = 0, details: str = "",
+                       reason: str = "") -> None:
         self._flush_progress_locked()  # points before a status change arrive before it
         self._status = status
-        self._events.append(StatusEvent(self.run_id, self._next_seq(), status, message, position, details))
+        self._events.append(StatusEvent(self.run_id, self._next_seq(), status, message, position, details,
+                                        reason))
 
     def _emit_status(self, status: Status, message: str = "", position: int = 0, details: str = "",
-                     phase: bool = True) -> None:
+                     phase: bool = True, reason: str = "") -> None:
         with self._lock:
             if phase:
                 self._phase = status
@@ -614,7 +639,7 @@ class TrainingJob:
             elif self._status == Status.PAUSED and status in (Status.STARTING, Status.RUNNING, Status.QUEUED):
                 pass
             else:
-                self._status_locked(status, message, position, details)
+                self._status_locked(status, message, position, details, reason)
         self._notify()
 
     def _emit_result(self, result: TrainedResult) -> None:
@@ -634,7 +659,7 @@ class TrainingJob:
         with self._lock:
             self._trace_it.append(0)
             self._trace_obj.append(value)
-            self._latest = (0, value, 0.0, 1)
+            self._latest = (0, value, 0.0, 1, np.nan)
         self._last_notify = time.monotonic()
         self._notify()
 
@@ -644,7 +669,7 @@ class TrainingJob:
             self._trace_it.append(int(snap.iteration))
             self._trace_obj.append(float(snap.objective))
             self._latest = (int(snap.iteration), float(snap.objective), float(snap.elapsed),
-                            int(snap.n_evaluations))
+                            int(snap.n_evaluations), float(getattr(snap, "change", np.nan)))
         now = time.monotonic()
         if now - self._last_publish >= max(self.publish_interval, self._publish_floor):
             self._last_publish = now
@@ -692,11 +717,11 @@ class TrainingJob:
         acquired = False
         early = ""
         self._last_seen = None
-        final = (Status.FAILED, "The training ended unexpectedly.", "")
+        final = (Status.FAILED, "The training ended unexpectedly.", "", "")
         try:
             acquired = self._limiter.acquire(self, self._stop, self._on_queue_position)
             if not acquired:
-                final = (Status.STOPPED, "Stopped before it started.", "")
+                final = (Status.STOPPED, "Stopped before it started.", "", "")
                 return
             self._emit_status(Status.STARTING)
             prepared, self._prepared = self._prepared, None
@@ -724,7 +749,7 @@ class TrainingJob:
                 try:
                     result = engine.fit(observed, optimizer=self.config.optimizer,
                                         max_iters=int(self.config.max_iters), callback=callback, stop=self._stop,
-                                        pause=self._pause)
+                                        pause=self._pause, convergence=self.config.convergence())
                 except engine.NumericalError as exc:
                     if self._last_seen is None:  # not one iteration: nothing to keep
                         raise
@@ -735,7 +760,8 @@ class TrainingJob:
             # the fit is over: the model no longer changes and is handed over as it is
             self._publish(model, None, final=True)
             stopped = self._stop.is_set() or bool(getattr(result, "stopped", False)) or bool(early)
-            final = (Status.STOPPED if stopped else Status.FINISHED, early or self._note, "")
+            final = (Status.STOPPED if stopped else Status.FINISHED, early or self._note, "",
+                     str(getattr(result, "reason", "")))
         except BaseException as exc:  # shown in the page, never raised into the server
             logger.exception("Training run %d failed", self.run_id)
             details = traceback.format_exc()
@@ -744,14 +770,14 @@ class TrainingJob:
                     self._publish(self._model, None, final=True)
                 except Exception:
                     logger.exception("Could not publish the model after a failure")
-            final = (Status.FAILED, explain_error(exc), details)
+            final = (Status.FAILED, explain_error(exc), details, "")
         finally:
             if self._prepared is not None:  # never taken (stopped while queued)
                 self._prepared.cancel()
             if acquired:
                 self._limiter.release()
             # the slot is free before the page hears the run is over
-            self._emit_status(final[0], final[1], details=final[2])
+            self._emit_status(final[0], final[1], details=final[2], reason=final[3])
 
     def _stopped_early(self, exc) -> str:
         """The note of a fit the numbers ended after some iterations (its best point is kept)."""

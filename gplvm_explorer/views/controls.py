@@ -1,6 +1,7 @@
 """Sidebar cards (Data, Model, Training), the status bar and the page's error banner."""
 from __future__ import annotations
 
+import numpy as np
 import panel as pn
 import param
 
@@ -185,7 +186,12 @@ class ModelPanel(pn.viewable.Viewer):
                                            sizing_mode="stretch_width")
         sync(self.optimizer, s, "optimizer")
         self.max_iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="Iterations", step=50,
-                                                        sizing_mode="stretch_width")
+                                                        sizing_mode="stretch_width",
+                                                        description="The most iterations; with 'until converged' "
+                                                                    "the run ends sooner, once the bound has "
+                                                                    "converged. Raise it for a longer run.")
+        self.until_converged = pn.widgets.Checkbox.from_param(s.param.until_converged, label="until converged",
+                                                              css_classes=["gx-until-converged"])
         self.seed = pn.widgets.IntInput.from_param(s.param.seed, label="Seed", sizing_mode="stretch_width")
         self.notes = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self.errors = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
@@ -217,7 +223,7 @@ class ModelPanel(pn.viewable.Viewer):
 
     def _on_locked(self, *events):
         for w in (self.model, self.kernel, self.bias, self.white, self.latent_dim, self.num_inducing,
-                  self.init, self.optimizer, self.max_iters, self.seed):
+                  self.init, self.optimizer, self.max_iters, self.until_converged, self.seed):
             w.disabled = self.explorer.settings.locked
 
     def __panel__(self):
@@ -225,7 +231,7 @@ class ModelPanel(pn.viewable.Viewer):
             self.model, self.kernel, pn.Row(self.bias, self.white, sizing_mode="stretch_width"),
             self.latent_dim, self.num_inducing,
             pn.Row(self.init, self.optimizer, sizing_mode="stretch_width"),
-            pn.Row(self.max_iters, self.seed, sizing_mode="stretch_width"),
+            pn.Row(self.max_iters, self.seed, sizing_mode="stretch_width"), self.until_converged,
             self.notes, self.errors, sizing_mode="stretch_width",
         )
 
@@ -299,6 +305,29 @@ def _epochs(tr) -> tuple[float, float] | None:
     return tr.iteration * per, tr.max_iters * per
 
 
+def _rule(tr):
+    """The run's convergence rule (engine.Convergence), or None."""
+    return tr.config.convergence() if getattr(tr, "config", None) is not None else None
+
+
+def _converging(tr) -> str:
+    """How close the run is to its convergence rule (plain text; '' without a rule or a full window)."""
+    rule, change = _rule(tr), getattr(tr, "change", float("nan"))
+    if rule is None or not np.isfinite(change) or tr.objective is None:
+        return ""
+    scale = max(abs(float(tr.objective)), 1.0)
+    return (f"converging: +{_fmt(change * scale, 2)} nats over the last {rule.window} iterations "
+            f"(ends below {_fmt(rule.rtol * scale, 2)})")
+
+
+def _eta(tr) -> str:
+    """Time to the cap at the (steady) rate shown; '≤' when the rule may end the run sooner."""
+    if not tr.rate > 0:
+        return "ETA –"
+    left = (tr.max_iters - tr.iteration) / tr.rate
+    return f"ETA ≤ {_duration(left)}" if _rule(tr) is not None else f"ETA {_duration(left)}"
+
+
 def progress_text(tr) -> str:
     """One line about the run (plain text)."""
     st = tr.status
@@ -314,12 +343,16 @@ def progress_text(tr) -> str:
                 "or press Train to fit again")
     if st in ("finished", "stopped"):
         word = "Finished" if st == "finished" else "Stopped"
+        if st == "finished" and getattr(tr, "end_reason", "") == "converged":
+            word = "Converged"
         if tr.iteration == 0 and tr.objective is None:
             return f"{word} before the first iteration."
         epochs = _epochs(tr)
         passes = f" ({epochs[0]:.2f} epochs)" if epochs is not None else ""
-        return (f"{word} after {tr.iteration} iterations{passes} · {name} {_fmt(tr.objective)} · {tr.rate:.1f} it/s · "
-                f"{_duration(tr.elapsed)}")
+        cap = " (the most allowed: raise Iterations to go on)" if (
+            st == "finished" and getattr(tr, "end_reason", "") == "max_iters" and _rule(tr) is not None) else ""
+        return (f"{word} after {tr.iteration} iterations{passes}{cap} · {name} {_fmt(tr.objective)} · "
+                f"{tr.rate:.1f} it/s · {_duration(tr.elapsed)}")
     if st == "failed":
         return "Training failed; the page stays usable. Change the settings and train again."
     if tr.objective is None:
@@ -327,12 +360,13 @@ def progress_text(tr) -> str:
     epochs = _epochs(tr)
     if epochs is not None:  # minibatch models: passes over the rows, and the time left
         done, total = epochs
-        left = (tr.max_iters - tr.iteration) / tr.rate if tr.rate > 0 else None
-        eta = f"ETA {_duration(left)}" if left is not None else "ETA –"
         return (f"Epoch {done:.2f} / {total:.2f} (iteration {tr.iteration} / {tr.max_iters}) · {name} "
-                f"(minibatch estimate) {_fmt(tr.objective)} · {eta} · {_duration(tr.elapsed)} elapsed")
-    return (f"Iteration {tr.iteration} / {tr.max_iters} · {name} {_fmt(tr.objective)} · {tr.rate:.1f} it/s · "
-            f"{_duration(tr.elapsed)} elapsed")
+                f"(minibatch estimate) {_fmt(tr.objective)} · {_eta(tr)} · {_duration(tr.elapsed)} elapsed")
+    converging = _converging(tr)
+    of = f"of at most {tr.max_iters}" if _rule(tr) is not None else f"/ {tr.max_iters}"
+    return " · ".join(part for part in (
+        f"Iteration {tr.iteration} {of}", f"{name} {_fmt(tr.objective)}", converging,
+        f"{tr.rate:.1f} it/s", _eta(tr), f"{_duration(tr.elapsed)} elapsed") if part)
 
 
 def stale_text(trained, loaded) -> str:

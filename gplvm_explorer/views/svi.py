@@ -2,15 +2,17 @@
 
 * the minibatch size, shown for models whose catalog entry trains by
   minibatches (``ModelSpec.minibatch``);
-* when the data are beyond what the chosen model handles comfortably (its
-  catalog entry's ``comfortable`` cost), a visible proposal of the model the
-  catalog names (``scales_to``) with a button that switches to it.
+* when the chosen model's run until converged would take minutes on these
+  data (``catalog.suggestion``: estimated, then measured from the start the
+  page prepares), a visible proposal of the model the catalog names
+  (``scales_to``), both runs' ETAs, and a button that switches to it.
 """
 from __future__ import annotations
 
 import panel as pn
 import param
 
+from ..catalog import format_seconds
 from ..catalog import spec as model_spec
 from ..explorer import Explorer
 from .common import MUTED_MD, escape, on_click
@@ -32,7 +34,7 @@ class MinibatchPanel(pn.viewable.Viewer):
         self.switch = pn.widgets.Button(label="Use the proposed model", color="warning", visible=False,
                                         sizing_mode="stretch_width", css_classes=["gx-suggestion-use"])
         on_click(self.switch, self._on_switch)
-        s.param.watch(self._refresh, ["model", "suggestion", "locked", "latent_dim", "num_inducing"])
+        s.param.watch(self._refresh, ["model", "suggestion", "locked", "latent_dim", "num_inducing", "notes"])
         self._refresh()
 
     def _on_switch(self, event):
@@ -49,12 +51,14 @@ class MinibatchPanel(pn.viewable.Viewer):
         if key:
             ds = self.explorer.data.dataset
             rows = f"{ds.n:,} rows" if ds is not None else "many rows"
-            comfortable = s.spec.comfortable_rows(ds.d, int(s.latent_dim), int(s.num_inducing)) if ds else None
-            limit = f" (about {comfortable:,} here)" if comfortable else ""
+            mine, theirs = s.estimate(), s.estimate(key)
+            how = "measured here" if mine.measured else "estimated"
+            per = f"{mine.seconds_per_iteration:.2g} s per iteration, {how}"
             self.proposal.object = escape(
-                f"Big data: {rows}, more than the {s.spec.display_name} handles comfortably{limit}. "
-                f"Proposed model: {model_spec(key).display_name}. It trains on minibatches of rows, so an "
-                "iteration costs the same whatever the number of rows.", 400)
+                f"Big data: {rows}. A run of the {s.spec.display_name} until converged would take "
+                f"{format_seconds(mine.seconds)} ({per}); the {model_spec(key).short_name} "
+                f"{format_seconds(theirs.seconds)}. Proposed model: {model_spec(key).display_name}. It trains on "
+                "minibatches of rows, so an iteration costs the same whatever the number of rows.", 500)
         self.proposal.visible = self.switch.visible = bool(key)
         self.switch.disabled = s.locked
 

@@ -4,13 +4,16 @@ Fits are tiny: these check the plumbing, not the model's quality (tests/engine a
 """
 from __future__ import annotations
 
+import dataclasses
+import html
 import types
 
 import numpy as np
 import pytest
 
 from gplvm_explorer import serving
-from gplvm_explorer.catalog import CATALOG, ModelConfig, check, spec, suggestion
+from gplvm_explorer.catalog import (CATALOG, PROPOSE_ABOVE_SECONDS, ModelConfig, StartTiming, check, estimate, spec,
+                                    suggestion)
 from gplvm_explorer.data import Dataset
 from gplvm_explorer.data.mapped import training_dataset
 from gplvm_explorer.data.npfile import map_npy
@@ -44,16 +47,39 @@ def test_catalog_entry_trains_by_minibatches_with_its_own_optimiser():
 
 
 def test_collapsed_entry_says_where_it_stops_being_comfortable():
-    s = spec("bayesian")
-    rows = s.comfortable_rows(12, 5, 30)
-    assert 10**4 < rows < 10**6
-    c = s.cost(rows, 12, 5, 30)
-    assert c.seconds_per_iteration <= s.comfortable.seconds_per_iteration
-    assert c.memory_bytes <= s.comfortable.memory_bytes
-    cfg = ModelConfig()
+    """Comfortable: a run until converged within PROPOSE_ABOVE_SECONDS (and the memory within bounds)."""
+    s, cfg = spec("bayesian"), ModelConfig()
+    rows = s.comfortable_rows(cfg, 12)
+    assert 10**3 < rows < 10**6
+    assert estimate(cfg, rows, 12).seconds <= PROPOSE_ABOVE_SECONDS < estimate(cfg, rows + 1, 12).seconds
+    assert s.cost(rows, 12, 5, 30).memory_bytes <= s.comfortable.memory_bytes
     assert suggestion(cfg, rows + 1, 12) == "svi"
     assert suggestion(cfg, rows, 12) == ""
     assert suggestion(ModelConfig(model="svi", optimizer="svi"), 10**7, 12) == ""
+    # a run with a fixed number of iterations: its length is what is estimated
+    short = ModelConfig(max_iters=10, until_converged=False)
+    assert suggestion(short, rows + 1, 12) == "" and s.comfortable_rows(short, 12) > 10 * rows  # memory then
+
+
+def test_a_measured_start_scales_every_estimate_and_moves_the_proposal():
+    """The page times the start it prepares: the timed model's estimate is that timing, the others'
+    are scaled by the same factor, and the rows where the proposal begins move with it."""
+    cfg = ModelConfig()
+    n, d = 20000, 12
+    formula = estimate(cfg, n, d)
+    assert not formula.measured
+    slow = StartTiming(config=cfg, n=n, d=d, seconds_per_evaluation=10 * formula.seconds_per_iteration / 1.1,
+                       first_seconds=1.0, objective=0.0)
+    timed = estimate(cfg, n, d, slow)
+    assert timed.measured and timed.timed
+    assert timed.seconds_per_iteration == pytest.approx(10 * formula.seconds_per_iteration)
+    sparse = ModelConfig(model="sparse")
+    assert estimate(sparse, n, d, slow).seconds_per_iteration == pytest.approx(
+        10 * estimate(sparse, n, d).seconds_per_iteration)
+    assert not estimate(sparse, n, d, slow).timed
+    assert spec("bayesian").comfortable_rows(cfg, d, slow) < spec("bayesian").comfortable_rows(cfg, d) / 5
+    # the timing's own run length does not matter, its model does
+    assert estimate(dataclasses.replace(cfg, max_iters=7), n, d, slow).timed
 
 
 # ---- the proposal -----------------------------------------------------------------------------------
@@ -65,12 +91,13 @@ def _explorer_with(values, name="big.npy"):
 
 
 def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
-    rows = spec("bayesian").comfortable_rows(3, 5, 30)
+    rows = spec("bayesian").comfortable_rows(ModelConfig(), 3)
     big = _explorer_with(np.zeros((rows + 1000, 3)))
     panel = MinibatchPanel(explorer=big)
     assert big.settings.suggestion == "svi"
     assert panel.proposal.visible and panel.switch.visible
-    assert f"{rows + 1000:,} rows" in panel.proposal.object and f"about {rows:,}" in panel.proposal.object
+    text = html.unescape(panel.proposal.object)
+    assert f"{rows + 1000:,} rows" in text and "until converged would take" in text and "Stochastic (SVI) ≈" in text
     assert not any("Proposed" in n for n in big.settings.notes)  # said once, beside its button
     panel.switch.clicks += 1  # "Use the proposed model"
     assert big.settings.model == "svi" and big.settings.optimizer == "svi"

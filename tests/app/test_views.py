@@ -32,7 +32,7 @@ def trained(fake_build, pump, sample="rotating-glyph", iters=15, upload=None, de
 def finish(ex, pump):
     assert ex.train(), ex.training.message
     assert pump(ex, lambda: ex.training.status == "finished")
-    ex.latent.wait()
+    assert ex.latent.wait(180), "the latent slice was not computed in time"  # a loaded machine takes long
     assert ex.latent.view is not None
 
 

@@ -43,7 +43,7 @@ def test_thirty_tabs_opened_and_closed_leave_the_server_idle(browser, panel_serv
     # and a new visitor gets a working page
     fresh = browser.new_page()
     try:
-        fresh.goto(url)
+        fresh.goto(url, timeout=120_000)  # a loaded machine: the server may still be building other pages
         fresh.wait_for_function(READY, timeout=120_000)
         fresh.get_by_text("rotating-glyph").first.wait_for(timeout=60_000)
     finally:
