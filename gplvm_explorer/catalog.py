@@ -471,14 +471,20 @@ def estimate(config: ModelConfig, n: int, d: int, timing: StartTiming | None = N
 def suggestion(config: ModelConfig, n: int, d: int, timing: StartTiming | None = None) -> str:
     """Key of the model to propose instead of ``config.model`` for ``n`` rows (``""``: none): the
     catalog's ``scales_to`` when the default run would take more than PROPOSE_ABOVE_SECONDS (measured
-    with ``timing`` when given) or more memory than is comfortable."""
+    with ``timing`` when given) and the proposed model's less than half that, or when the chosen
+    model needs more memory than is comfortable."""
     s = CATALOG.get(config.model)
     if s is None or not s.scales_to or s.scales_to not in CATALOG:
         return ""
     if s.comfortable is not None:
         if s.config_cost(config, n, d).memory_bytes > s.comfortable.memory_bytes:
             return s.scales_to
-    return s.scales_to if estimate(config, n, d, timing).seconds > PROPOSE_ABOVE_SECONDS else ""
+    mine = estimate(config, n, d, timing).seconds
+    if mine <= PROPOSE_ABOVE_SECONDS:
+        return ""
+    other = dataclasses.replace(config, model=s.scales_to, optimizer=spec(s.scales_to).optimizers[0])
+    # only a model that would finish in well under the time (a slow machine slows both alike)
+    return s.scales_to if estimate(other, n, d, timing).seconds < mine / 2 else ""
 
 
 # --------------------------------------------------------------------------

@@ -82,6 +82,21 @@ def test_a_measured_start_scales_every_estimate_and_moves_the_proposal():
     assert estimate(dataclasses.replace(cfg, max_iters=7), n, d, slow).timed
 
 
+def test_a_slow_machine_does_not_get_a_model_that_would_be_no_faster():
+    """On a loaded machine a small data set's run takes minutes, and so would the stochastic model's:
+    nothing is proposed then, since it would not finish in well under the time."""
+    cfg, n, d = ModelConfig(), 1500, 10
+    base = estimate(cfg, n, d)
+    factor = 2 * PROPOSE_ABOVE_SECONDS / base.seconds  # this machine: the run takes four minutes
+    slow = StartTiming(config=cfg, n=n, d=d, seconds_per_evaluation=factor * base.seconds_per_iteration / 1.1,
+                       first_seconds=1.0, objective=0.0)
+    svi = ModelConfig(model="svi", optimizer="svi")
+    assert estimate(cfg, n, d, slow).seconds > PROPOSE_ABOVE_SECONDS
+    assert estimate(svi, n, d, slow).seconds > estimate(cfg, n, d, slow).seconds / 2
+    assert suggestion(cfg, n, d, slow) == ""
+    assert suggestion(cfg, 50 * n, d, slow) == "svi"  # where the minibatches are far cheaper, it is
+
+
 # ---- the proposal -----------------------------------------------------------------------------------
 def _explorer_with(values, name="big.npy"):
     ex = Explorer(limiter=Limiter(1))
