@@ -54,8 +54,9 @@ MODELS = {
 #: Kernel families over the latent space (ARD: one lengthscale or variance per latent dim).
 KERNELS = {"rbf": K.RBF, "linear": K.Linear, "matern32": K.Matern32, "matern52": K.Matern52, "mlp": K.MLP}
 
-#: Likelihoods the factory builds models for (non-Gaussian ones come with their models).
-LIKELIHOODS = ("gaussian",)
+#: Likelihoods the factory builds models for, and the models that take the non-Gaussian ones.
+LIKELIHOODS = ("gaussian", "bernoulli", "poisson")
+_TAKE_LIKELIHOOD = ("bayesian", "gplvm")
 
 _INITS = ("pca", "random", "isomap")
 
@@ -71,8 +72,8 @@ class Settings:
     """What a model is built from (plain values; every door fills one of these).
 
     ``num_inducing`` is used by the models with inducing points, ``batch_size``
-    by the stochastic model, ``likelihood`` is "gaussian" (the closed-form
-    models).
+    by the stochastic model; ``likelihood`` is "gaussian" (the closed-form
+    models) or, for the models of ``_TAKE_LIKELIHOOD``, "bernoulli" or "poisson".
     """
 
     model: str = "bayesian"
@@ -103,6 +104,9 @@ def _check(settings: Settings) -> None:
         _choice(settings.kernel, "kernel", tuple(KERNELS))
     _choice(settings.init, "init", _INITS)
     _choice(settings.likelihood, "likelihood", LIKELIHOODS)
+    if settings.likelihood != "gaussian" and settings.model not in _TAKE_LIKELIHOOD:
+        raise ConfigurationError(f"The {settings.model!r} model takes only the Gaussian likelihood; "
+                                 f"likelihood={settings.likelihood!r} needs one of {list(_TAKE_LIKELIHOOD)}.")
 
 
 def _filled(Y) -> np.ndarray:
@@ -195,8 +199,11 @@ def _engine_class(key):
 
 
 def _common(Y, s: Settings) -> dict:
-    return dict(kernel=start_kernel(Y, s.latent_dim, s.kernel, s.bias, s.white, s.init), init=s.init,
-                seed=int(s.seed))
+    kwargs = dict(kernel=start_kernel(Y, s.latent_dim, s.kernel, s.bias, s.white, s.init), init=s.init,
+                  seed=int(s.seed))
+    if s.likelihood != "gaussian":  # only the models that take one get here (_check)
+        kwargs["likelihood"] = s.likelihood
+    return kwargs
 
 
 def _build_plain(Y, s: Settings, backend=None, **_):

@@ -113,8 +113,16 @@ def test_the_factory_refuses_unknown_settings_with_typed_errors():
 
     Y = rows(20)
     for bad, match in (({"model": "umap"}, "model"), ({"kernel": "cosine"}, "kernel"),
-                       ({"init": "tsne"}, "init"), ({"likelihood": "student"}, "likelihood")):
+                       ({"init": "tsne"}, "init"), ({"likelihood": "student"}, "likelihood"),
+                       ({"model": "sparse", "likelihood": "bernoulli"}, "takes only the Gaussian likelihood")):
         with pytest.raises(engine.ConfigurationError, match=match):
             build(Y, Settings(**bad))
     with pytest.raises(engine.UnsupportedKernelError):
         build(Y, Settings(model="bayesian", kernel="matern32"))
+
+
+def test_the_factory_passes_a_likelihood_to_the_models_that_take_one():
+    Y = (rows(30) > 0).astype(float)
+    model = build(Y, Settings(model="bayesian", likelihood="bernoulli", num_inducing=6))
+    assert model.likelihood == "bernoulli" and np.isfinite(model.objective())
+    assert build(Y, Settings(model="gplvm", likelihood="poisson")).likelihood == "poisson"
