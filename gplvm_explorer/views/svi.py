@@ -56,7 +56,7 @@ class MinibatchPanel(pn.viewable.Viewer):
             per = f"{mine.seconds_per_iteration:.2g} s per iteration, {how}"
             self.proposal.object = escape(
                 f"Big data: {rows}. A run of the {s.spec.display_name} until converged would take "
-                f"{format_seconds(mine.seconds)} ({per}); the {model_spec(key).short_name} "
+                f"{format_seconds(mine.seconds)} ({per}); {model_spec(key).short_name}: "
                 f"{format_seconds(theirs.seconds)}. Proposed model: {model_spec(key).display_name}. It trains on "
                 "minibatches of rows, so an iteration costs the same whatever the number of rows.", 500)
         self.proposal.visible = self.switch.visible = bool(key)

@@ -112,7 +112,7 @@ def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
     assert big.settings.suggestion == "svi"
     assert panel.proposal.visible and panel.switch.visible
     text = html.unescape(panel.proposal.object)
-    assert f"{rows + 1000:,} rows" in text and "until converged would take" in text and "Stochastic (SVI) ≈" in text
+    assert f"{rows + 1000:,} rows" in text and "until converged would take" in text and "Stochastic (SVI): ≈" in text
     assert not any("Proposed" in n for n in big.settings.notes)  # said once, beside its button
     panel.switch.clicks += 1  # "Use the proposed model"
     assert big.settings.model == "svi" and big.settings.optimizer == "svi"
