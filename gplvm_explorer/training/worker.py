@@ -21,6 +21,7 @@ touches Bokeh or Panel objects, and copies nothing of size N per iteration
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
