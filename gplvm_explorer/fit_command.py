@@ -27,6 +27,7 @@ Every refusal is one line on stderr, made before anything big is read or built.
 """
 from __future__ import annotations
 
+import argparse
 import collections
 import logging
 import math
@@ -227,8 +228,6 @@ def build_model(args, Y):
 def start_fit(args, Y):
     """(model, note): `build_model`'s model with its start evaluated; a start the numbers refuse falls
     back to a random start, then fewer inducing points (`engine.fit_start`), and the note says so."""
-    import argparse
-
     from engine.fit_start import start_model
 
     def build(init, m):
