@@ -95,6 +95,6 @@ def click_train(page, timeout: float = 60.0) -> None:
 
 
 def train_to_end(page, timeout: float = 150_000) -> None:
-    """Click Train and wait for the "Finished after ..." status."""
+    """Click Train and wait for the "Finished after ..." (the cap) or "Converged after ..." status."""
     click_train(page)
-    wait_text(page, re.compile(r"Finished after"), timeout=timeout)
+    wait_text(page, re.compile(r"(Finished|Converged) after"), timeout=timeout)
