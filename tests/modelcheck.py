@@ -45,3 +45,11 @@ def dense_psi_bound(Y, psi0, Psi1, Psi2, Kmm, beta):
     return (D * (0.5 * N * np.log(beta) - 0.5 * N * np.log(2 * np.pi) + 0.5 * logdet_K - 0.5 * logdet_W)
             - 0.5 * beta * np.sum(Y * Y) + 0.5 * beta**2 * np.trace(P.T @ np.linalg.solve(W, P))
             - 0.5 * beta * D * psi0 + 0.5 * beta * D * np.trace(np.linalg.solve(Kmm, Psi2)))
+
+
+def curved_data(n=120, d=6, seed=0):
+    """(n, d) outputs of a 2-D latent square through a curved linear map, plus small noise, offset by 3."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-2, 2, size=(n, 2))
+    W = rng.standard_normal((4, d))
+    return np.c_[t, np.sin(t[:, :1]), t[:, 1:] ** 2] @ W + 0.1 * rng.standard_normal((n, d)) + 3.0

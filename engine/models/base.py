@@ -22,6 +22,7 @@ from ..init import initial_latents, pca_variance_fractions
 from ..likelihoods import likelihood_name
 from ..linalg import escalate_jitter
 from ..missing import observation_mask
+from ..predictor import Predictor
 from ..transforms import IDENTITY, LENGTHSCALE, POSITIVE, ParameterPacker, ParameterSpec
 from ..validation import integer, latent_points, real_matrix
 
@@ -414,9 +415,21 @@ class LatentVariableModel:
         return max([e for _, _, e in out.values()], default=0.0)
 
     # ---- prediction and projection ------------------------------------------------
+    def predictor(self) -> Predictor | None:
+        """The model's :class:`engine.predictor.Predictor` at the current parameters (cached until
+        they change; safe to use on another thread), or None when the model predicts by other means
+        (e.g. a deep GP's layers)."""
+        return None
+
+    @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
-        """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q)."""
-        raise NotImplementedError
+        """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q)
+        (under q(x*) = N(Xnew, diag Xnew_variance) when given); ``include_noise`` adds the noise
+        variance.  See :class:`engine.predictor.Predictor` for the formulas."""
+        predictor = self.predictor()
+        if predictor is None:
+            raise NotImplementedError(f"{type(self).__name__} defines no predict().")
+        return predictor.predict(Xnew, Xnew_variance, include_noise=include_noise)
 
     def infer_latent(self, Ynew, observed=None, **options) -> LatentInference:
         """Project new rows Ynew (n, D) or (D,) (NaN = unobserved, or a boolean ``observed``
@@ -506,13 +519,18 @@ class LatentVariableModel:
         return optimize.fit(self, **fit_kwargs)
 
     # ---- prediction cache ---------------------------------------------------------
+    def _cache_values(self) -> dict:
+        """What :meth:`_cached` builds from: every named value (a model with many per-row values
+        that its cached factors never read may return fewer)."""
+        return self._packer.unpack(self._free)
+
     def _cached(self, build, key="factors"):
         """``build(values)`` at the current parameters, kept under ``key`` until any change."""
         with self._lock:
             version = self._version
             if self._cache is not None and self._cache[0] == version and key in self._cache[1]:
                 return self._cache[1][key]
-            values = self._packer.unpack(self._free)
+            values = self._cache_values()
         result = build(values)
         with self._lock:
             if self._version == version:

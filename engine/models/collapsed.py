@@ -12,14 +12,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import psi
-from .._cancel import checkpoint
 from .._threads import blas_pinned
-from ..bound import CollapsedPosterior, StatsBound, _unwhiten_both, collapsed_bound_stats, collapsed_factors
+from .._cancel import checkpoint
+from ..bound import CollapsedPosterior, StatsBound, collapsed_bound_stats, collapsed_factors
 from ..errors import ConfigurationError, ShapeError, UnsupportedOperationError
 from ..imputation import candidate_rows, check_method, mixture_moments
-from ..linalg import chol_inverse, escalate_jitter, start_jitter, tri_solve
+from ..linalg import escalate_jitter, start_jitter
 from ..missing import observation_groups
-from ..psi.point import PointPsi
+from ..predictor import Predictor, PredictorGroup
 from ..validation import integer, latent_points
 from .base import LatentVariableModel
 
@@ -60,10 +60,6 @@ def initial_Z(X0: np.ndarray, num_inducing: int, seed: int, Z=None) -> np.ndarra
     if Z is None:
         return inducing_subset(X0, num_inducing, seed)
     return np.array(latent_points(Z, X0.shape[1], name="Z"), dtype=float)
-
-
-#: Rows per chunk in predictions at uncertain inputs (their per-row Psi2 are (chunk, M, M)).
-_PREDICT_CHUNK = 256
 
 
 class GroupBound(NamedTuple):
@@ -314,16 +310,16 @@ class CollapsedModel(LatentVariableModel):
         return sum(gb.bound.value for gb in groups) + latent_value, grads
 
     # ---- prediction -----------------------------------------------------------------
+    def _posteriors_at(self, values) -> list:
+        evaluated = self.__dict__.get("_evaluated")
+        if evaluated is not None and _same_values(evaluated[0], values):
+            return evaluated[1]
+        return [(gb.cols, gb.bound.posterior) for gb in self._bounds(values)[1]]
+
     def posteriors(self) -> list:
         """[(cols (D_g,), CollapsedPosterior)] per column group (one unless outputs are missing);
         cached until the parameters change."""
-        def build(values):
-            evaluated = self.__dict__.get("_evaluated")
-            if evaluated is not None and _same_values(evaluated[0], values):
-                return evaluated[1]
-            return [(gb.cols, gb.bound.posterior) for gb in self._bounds(values)[1]]
-
-        return self._cached(build)
+        return self._cached(self._posteriors_at)
 
     def _geometry_maps(self, values):
         # cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - W^-1) k(Z, b), Kmm^-1 - W^-1 = L^-T (I - B^-1) L^-1
@@ -341,54 +337,19 @@ class CollapsedModel(LatentVariableModel):
         return groups[0][1]
 
     @blas_pinned
-    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
-        """Predictive mean (n, D) in data units and variance (n, D) at latent points (paper section 4).
+    def predictor(self) -> Predictor:
+        """The :class:`~engine.predictor.Predictor` of q(u) per column group (paper section 4): the
+        kernel, Z and each group's L, LW = L LB and alpha (cached until the parameters change).
 
-        Point inputs Xnew (n, Q): the variance k** - k*M (Kmm^-1 - (Kmm + beta Psi2)^-1) kM*
-        is the same for every output of a column group (for complete data: all
-        outputs).  Uncertain inputs (Xnew_variance (n, Q) > 0): the moments of
-        the predictive distribution under q(x*), whose variance differs per
-        output.  ``include_noise`` adds the noise variance 1/beta.
-        """
-        Xnew = self._check_points(Xnew)
-        S = None
-        if Xnew_variance is not None:
-            S = self._check_points(Xnew_variance, "Xnew_variance")
-            if S.shape != Xnew.shape or np.any(S <= 0):
-                raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
-        kern = self.kernel
-        Z = self.parameters["Z"]
-        n = Xnew.shape[0]
-        mean = np.empty((n, self.output_dim))
-        var = np.empty_like(mean)
-        posteriors = self.posteriors()
-        if S is None:
-            Ks = kern.K(Xnew, Z)
-            Kdiag = kern.K_diag(Xnew)
-            for cols, post in posteriors:
-                noise = 1.0 / post.beta if include_noise else 0.0
-                a = tri_solve(post.L, Ks.T)
-                b = tri_solve(post.LW, Ks.T)
-                v = Kdiag - np.sum(a * a, axis=0) + np.sum(b * b, axis=0)
-                mean[:, cols] = Ks @ post.alpha
-                var[:, cols] = (np.maximum(v, 0.0) + noise)[:, None]
-            return mean + self.Y_mean, var
-        point_psi = PointPsi(kern, Z)
-        eye = np.eye(Z.shape[0])
-        # Kmm^-1 - W^-1 = L^-T (I - B^-1) L^-1 per group: whitened, no difference of two large inverses
-        G = [_unwhiten_both(post.L, eye - chol_inverse(post.LB)) for _, post in posteriors]
-        for lo in range(0, n, _PREDICT_CHUNK):  # per-row Psi2 (r, M, M) for a chunk of rows
-            hi = min(n, lo + _PREDICT_CHUNK)
-            psi0_r, Psi1_r, Psi2_r = point_psi.forward(Xnew[lo:hi], S[lo:hi])
-            for (cols, post), G_g in zip(posteriors, G):
-                noise = 1.0 / post.beta if include_noise else 0.0
-                shared = psi0_r - np.einsum("jk,rjk->r", G_g, Psi2_r)  # psi0* - tr((Kmm^-1 - W^-1) Psi2*)
-                # spread of the mean under q(x*): alpha_d^T (Psi2* - Psi1*^T Psi1*) alpha_d
-                a_Psi2_a = np.einsum("md,rmk,kd->rd", post.alpha, Psi2_r, post.alpha)
-                m_r = Psi1_r @ post.alpha
-                mean[lo:hi, cols] = m_r
-                var[lo:hi, cols] = np.maximum(shared[:, None] + a_Psi2_a - m_r * m_r, 0.0) + noise
-        return mean + self.Y_mean, var
+        A model last evaluated at its current parameters (a fit's snapshot) hands over the
+        factors of that evaluation; otherwise this costs one pass over the rows."""
+        def build(values):
+            groups = [PredictorGroup(cols, post.L, post.alpha, LW=post.LW, LB=post.LB,
+                                     noise_variance=1.0 / post.beta)
+                      for cols, post in self._posteriors_at(values)]
+            return Predictor(self.kernel_at(values), values["Z"], groups, self.Y_mean)
+
+        return self._cached(build, key="predictor")
 
     def _imputation_candidates(self, values):
         """(rows (K,), predictive mean (K, D), variance (K, D)) of the candidates of impute's mixture."""

@@ -12,8 +12,9 @@ import numpy as np
 from scipy.linalg import blas
 
 from .._threads import blas_pinned
-from ..errors import UnsupportedOperationError
-from ..linalg import check_finite, chol_inverse, chol_solve, cholesky, logdet_from_chol, tri_solve
+
+from ..linalg import check_finite, chol_inverse, chol_solve, cholesky, logdet_from_chol
+from ..predictor import Predictor, PredictorGroup
 from .base import LatentVariableModel, initial_X
 from .projection import PointProjection
 
@@ -94,30 +95,19 @@ class GPLVM(LatentVariableModel):
         return [(self.kernel_at(values), post.X, [(slice(None), post.alpha, chol_inverse(post.L))])]
 
     @blas_pinned
-    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
-        """Predictive mean (n, D) (data units) and variance (n, D) at latent points Xnew (n, Q).
+    def predictor(self) -> Predictor:
+        """The :class:`~engine.predictor.Predictor` of the exact posterior: mean k*N (K + sigma^2 I)^-1 Y,
+        variance k** - k*N (K + sigma^2 I)^-1 kN* (the same for all D outputs), over the N training
+        latents (so point inputs only; cached until the parameters change)."""
+        def build(values):
+            post = self._factor(values)[1]
+            group = PredictorGroup(slice(None), post.L, post.alpha, noise_variance=post.noise_variance)
+            return Predictor(self.kernel_at(values), post.X, [group], self.Y_mean, inducing=False)
 
-        The variance k** - k*N (K + sigma^2 I)^-1 kN* is the same for all D outputs
-        (repeated along D); ``include_noise`` adds sigma^2.
-        """
-        if Xnew_variance is not None:
-            raise UnsupportedOperationError(
-                "The exact GP-LVM predicts at point inputs only (its latents are points); "
-                "use BayesianGPLVM for uncertain inputs.")
-        Xnew = self._check_points(Xnew)
-        post = self.posterior()
-        kern = self.kernel
-        Ks = kern.K(Xnew, post.X)
-        mean = Ks @ post.alpha + self.Y_mean
-        v = tri_solve(post.L, Ks.T)
-        var = kern.K_diag(Xnew) - np.sum(v * v, axis=0)
-        var = np.maximum(var, 0.0)
-        if include_noise:
-            var = var + post.noise_variance
-        return mean, np.repeat(var[:, None], self.output_dim, axis=1)
+        return self._cached(build, key="predictor")
 
     def projection_problem(self, Yc, mask):
         """The MAP point of each new row under the predictive density plus the prior
         (:class:`~engine.models.projection.PointProjection`); Yc (n, D) centred, 0 where ``mask`` is False."""
-        post = self.posterior()
-        return PointProjection(self.kernel, post.X, post.L, None, post.alpha, post.noise_variance, post.X, Yc, mask)
+        predictor = self.predictor()
+        return PointProjection(predictor, predictor.centres, Yc, mask)

@@ -272,6 +272,11 @@ class MRD(LatentVariableModel):
         return [m for v in range(self.num_views) for m in self.view_model(v)._geometry_maps(
             self.view_model(v).parameters)]
 
+    def predictor(self, view=None):
+        """View ``view``'s :class:`~engine.predictor.Predictor` (its kernel, Z and q(u)); None without
+        ``view`` (the views have different kernels and inducing inputs: :meth:`predict` stacks them)."""
+        return None if view is None else self.view_model(view).predictor()
+
     @blas_pinned
     def predict(self, Xnew, Xnew_variance=None, include_noise=False, view=None):
         """Predictive mean and variance of view ``view`` at latent points Xnew (n, Q): (n, D_w) each.

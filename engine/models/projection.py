@@ -92,13 +92,13 @@ class QxProjection:
 class PointProjection:
     """log p(y*_O | x, model) + log N(x | 0, I) per row, for the GP-LVM and the sparse GP-LVM.
 
-    The predictive distribution at a point x: mean k(x)^T alpha (centred), variance
-    k(x, x) - |L1^-1 k(x)|^2 + |L2^-1 k(x)|^2 + noise, with k(x) the kernel
-    vector against ``centres`` (GP-LVM: the training latents, L1 = chol(K + noise I),
-    no L2; sparse: Z, L1 = chol(Kmm), L2 = chol(Kmm + beta Psi1^T Psi1)).
-    ``log_density`` is the plug-in log p(y*_O | x*, model) at the MAP point
-    (no integration over x*, so it is not comparable to the Bayesian bound);
-    the latent variance is zero by the nature of these models.
+    The predictive distribution at a point x is the model's
+    (:class:`engine.predictor.Predictor`): per group g of outputs, mean
+    k(x)^T alpha_g (centred) and variance k(x, x) - |L_g^-1 k(x)|^2 + |R_g^T k(x)|^2
+    + noise, shared by the group's outputs.  ``log_density`` is the plug-in
+    log p(y*_O | x*, model) at the MAP point (no integration over x*, so it is
+    not comparable to the Bayesian bound); the latent variance is zero by the
+    nature of these models.  ``X_train`` (N, Q): the training latents (the starts).
     """
 
     latent_variance = False
@@ -109,59 +109,66 @@ class PointProjection:
     #: standard deviations) scores better far away, where everything is "explained" by variance.
     mean_only = False
 
-    def __init__(self, kernel, centres, L1, L2, alpha, noise, X_train, Y, mask):
-        self.kern = kernel
-        self.centres, self.L1, self.L2, self.alpha = centres, L1, L2, alpha
-        self.noise = float(noise)
+    def __init__(self, predictor, X_train, Y, mask):
+        self.predictor = predictor
+        self.kern = predictor.kernel
+        self.centres = predictor.centres
         self.X_train = X_train
-        self.Q = centres.shape[1]
+        self.Q = predictor.latent_dim
         self.Y = Y
         self.mask_f = mask.astype(float)
-        self.Dn = self.mask_f.sum(axis=1)
 
-    def predictive(self, X):
-        """Centred mean (r, D), variance (r,) with noise, and the pieces the gradient needs."""
+    def _terms(self, rows, X):
+        """Per group: (group, centred mean (r, D_g), variance (r,) with noise, residual (r, D_g), Dn (r,),
+        whitened a, b, clipped (r,) bool), and the kernel matrix Ks (r, M)."""
         Ks = self.kern.K(X, self.centres)
-        mean = Ks @ self.alpha
-        a = tri_solve(self.L1, Ks.T)
-        latent = self.kern.K_diag(X) - np.sum(a * a, axis=0)
-        b = None
-        if self.L2 is not None:
-            b = tri_solve(self.L2, Ks.T)
-            latent = latent + np.sum(b * b, axis=0)
-        clipped = latent < 0
-        var = np.where(clipped, 0.0, latent) + self.noise
-        return mean, var, (Ks, a, b, clipped)
+        Kdiag = self.kern.K_diag(X)
+        out = []
+        for g in self.predictor.groups:
+            a, b = self.predictor.whiten(g, Ks.T)
+            latent = Kdiag - np.sum(a * a, axis=0)
+            if b is not None:
+                latent = latent + np.sum(b * b, axis=0)
+            clipped = latent < 0
+            var = np.where(clipped, 0.0, latent) + g.noise_variance
+            if self.mean_only:
+                var = np.full_like(var, g.noise_variance)
+                clipped = np.ones_like(clipped)
+            mf = self.mask_f[rows][:, g.cols]
+            res = mf * (self.Y[rows][:, g.cols] - Ks @ g.alpha)
+            out.append((g, var, res, mf.sum(axis=1), a, b, clipped))
+        return out, Ks
 
-    def _density(self, rows, X):
-        mean, var, pieces = self.predictive(X)
-        if self.mean_only:
-            var = np.full_like(var, self.noise)
-            pieces = pieces[:3] + (np.ones_like(pieces[3]),)
-        mf = self.mask_f[rows]
-        Dn = self.Dn[rows]
-        res = mf * (self.Y[rows] - mean)
-        r2 = np.sum(res * res, axis=1)
-        density = -0.5 * Dn * (LOG_2PI + np.log(var)) - 0.5 * r2 / var
-        return density, (var, res, r2, Dn, pieces)
+    @staticmethod
+    def _density(terms):
+        density = 0.0
+        for _, var, res, Dn, *_ in terms:
+            density = density - 0.5 * Dn * (LOG_2PI + np.log(var)) - 0.5 * np.sum(res * res, axis=1) / var
+        return density
 
     def value_and_grad(self, rows, X, *, with_grad=True):
         X = np.ascontiguousarray(X)
-        density, (var, res, r2, Dn, (Ks, a, b, clipped)) = self._density(rows, X)
-        value = density - 0.5 * np.sum(X * X, axis=1) - 0.5 * self.Q * LOG_2PI
+        terms, Ks = self._terms(rows, X)
+        value = self._density(terms) - 0.5 * np.sum(X * X, axis=1) - 0.5 * self.Q * LOG_2PI
         if not with_grad:
             return value, None
-        dvar = np.where(clipped, 0.0, -0.5 * Dn / var + 0.5 * r2 / var**2)
-        dmean = res / var[:, None]
-        dvdk = -2.0 * tri_solve(self.L1, a, trans=True)
-        if b is not None:
-            dvdk += 2.0 * tri_solve(self.L2, b, trans=True)
-        dKs = dmean @ self.alpha.T + dvar[:, None] * dvdk.T
-        grad = self.kern.grad_X(dKs, X, self.centres) + self.kern.grad_X_diag(dvar, X) - X
+        dKs = np.zeros_like(Ks)
+        dvar_total = np.zeros(X.shape[0])
+        for g, var, res, Dn, a, b, clipped in terms:
+            r2 = np.sum(res * res, axis=1)
+            dvar = np.where(clipped, 0.0, -0.5 * Dn / var + 0.5 * r2 / var**2)
+            dvdk = -2.0 * tri_solve(g.L, a, trans=True)  # d|L^-1 k|^2 / dk = 2 L^-T a
+            if g.LW is not None:
+                dvdk += 2.0 * tri_solve(g.LW, b, trans=True)
+            elif g.Rw is not None:
+                dvdk += 2.0 * (g.Rw @ b)
+            dKs += (res / var[:, None]) @ g.alpha.T + dvar[:, None] * dvdk.T
+            dvar_total += dvar
+        grad = self.kern.grad_X(dKs, X, self.centres) + self.kern.grad_X_diag(dvar_total, X) - X
         return value, grad
 
     def log_density(self, X) -> np.ndarray:
-        return self._density(np.arange(X.shape[0]), np.ascontiguousarray(X))[0]
+        return self._density(self._terms(np.arange(X.shape[0]), np.ascontiguousarray(X))[0])
 
     def unpack(self, theta):
         return theta.copy(), np.zeros_like(theta)

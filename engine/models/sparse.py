@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..likelihoods import require_gaussian
-from ..linalg import chol_solve
 from .base import initial_X
-from .collapsed import CollapsedModel, add_grads, collapsed_cholesky, initial_Z
+from .collapsed import CollapsedModel, add_grads, initial_Z
 from .gplvm import log_prior
 from .projection import PointProjection
 
@@ -61,12 +60,4 @@ class SparseGPLVM(CollapsedModel):
     def projection_problem(self, Yc, mask):
         """The MAP point of each new row under the predictive density plus the prior
         (:class:`~engine.models.projection.PointProjection`); Yc (n, D) centred, 0 where ``mask`` is False."""
-        values = self.parameters
-        kern = self.kernel_at(values)
-        X, Z = values["X_mean"], values["Z"]
-        beta = 1.0 / float(values["noise_variance"])
-        Knm = kern.K(X, Z)
-        L, LB = collapsed_cholesky(kern.K(Z), self.jitter, beta, Knm.T @ Knm, type(self).__name__)
-        LW = L @ LB
-        alpha = beta * chol_solve(LW, Knm.T @ self.Y)
-        return PointProjection(kern, Z, L, LW, alpha, 1.0 / beta, X, Yc, mask)
+        return PointProjection(self.predictor(), self.parameters["X_mean"], Yc, mask)

@@ -62,6 +62,7 @@ from .._threads import blas_pinned, single_blas_thread
 from ..bound import cholesky_backward, gaussian_kl_rows
 from ..linalg import FactorisationError, chol_inverse, cholesky, start_jitter, tri_solve, try_cholesky
 from ..errors import ConfigurationError, ShapeError
+from ..predictor import Predictor, PredictorGroup
 from ..psi.point import PointPsi
 from ..transforms import POSITIVE, ParameterPacker, ParameterSpec, Softplus
 from ..validation import check_finite_rows, fraction, integer, positive_number, real_matrix
@@ -877,6 +878,10 @@ class StochasticBayesianGPLVM(LatentVariableModel):
                          message=message, history=history)
 
     # ---- prediction -----------------------------------------------------------------
+    def _cache_values(self) -> dict:
+        """The cached factors read the global parameters only (no copy of the N latents)."""
+        return self._globals()
+
     def _posterior(self):
         """Factors for prediction: (kern, Z, L, Mw = L^-T m (M, D), Rw = L^-T R (M, M), beta)."""
         def build(values):
@@ -888,15 +893,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
             Rw = tri_solve(L, R, trans=True)
             return kern, Z, L, Mw, Rw, 1.0 / float(values["noise_variance"])
 
-        with self._lock:
-            version = self._version
-            if self._cache is not None and self._cache[0] == version:
-                return self._cache[1]
-        result = build(self._globals())
-        with self._lock:
-            if self._version == version:
-                self._cache = (version, result)
-        return result
+        return self._cached(build, key="posterior")
 
     def posterior(self) -> WhitenedPosterior:
         """Factors of q(u) at the current parameters (cached until they change; the latent
@@ -914,35 +911,16 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         return LatentGeometry([(kern, Z, explicit_q_groups(L, Mw, R))], self.parameters["X_mean"])
 
     @blas_pinned
-    def predict(self, Xnew, Xnew_variance=None, include_noise=False):
-        """Predictive mean (n, D) in data units and variance (n, D) at latent points Xnew (n, Q).
+    def predictor(self) -> Predictor:
+        """The :class:`~engine.predictor.Predictor` of the explicit q(u): f(x*) = k*M Kmm^-1 u with
+        u = L v, q(v) = N(m, S): mean k*M L^-T m, variance k** - |L^-1 kM*|^2 + |Rw^T kM*|^2
+        (Rw = L^-T R, S = R R^T), shared by the outputs; from the global parameters alone."""
+        def build(values):
+            kern, Z, L, Mw, Rw, beta = self._posterior()
+            group = PredictorGroup(slice(None), L, Mw, Rw=Rw, noise_variance=1.0 / beta)
+            return Predictor(kern.copy(), Z, [group], self.Y_mean)
 
-        f(x*) = k*M Kmm^-1 u with u = L v, q(v) = N(m, S): mean k*M L^-T m,
-        variance k** - |L^-1 kM*|^2 + |R^T L^-1 kM*|^2 (shared by the outputs).
-        With ``Xnew_variance`` (n, Q) > 0 the moments under q(x*) instead (per output).
-        """
-        Xnew = self._check_points(Xnew)
-        kern, Z, L, Mw, Rw, beta = self._posterior()
-        noise = 1.0 / beta if include_noise else 0.0
-        D = self.output_dim
-        if Xnew_variance is None:
-            Ks = kern.K(Xnew, Z)
-            a = tri_solve(L, Ks.T)
-            c = Rw.T @ Ks.T
-            var = kern.K_diag(Xnew) - np.sum(a * a, axis=0) + np.sum(c * c, axis=0)
-            var = np.maximum(var, 0.0) + noise
-            return Ks @ Mw + self.Y_mean, np.repeat(var[:, None], D, axis=1)
-        S = self._check_points(Xnew_variance, "Xnew_variance")
-        if S.shape != Xnew.shape or np.any(S <= 0):
-            raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
-        psi0, Psi1, Psi2 = PointPsi(kern, Z).forward(Xnew, S)
-        Kinv = chol_inverse(L)
-        Sw = Rw @ Rw.T
-        mean = Psi1 @ Mw
-        shared = psi0 - np.einsum("nmk,mk->n", Psi2, Kinv) + np.einsum("nmk,mk->n", Psi2, Sw)
-        second = np.einsum("md,nmk,kd->nd", Mw, Psi2, Mw)
-        var = np.maximum(shared[:, None] + second - mean * mean, 0.0) + noise
-        return mean + self.Y_mean, var
+        return self._cached(build, key="predictor")
 
     # ---- projection of new rows ---------------------------------------------------------
     def nearest_rows(self, Yc, mask, count):
