@@ -35,11 +35,12 @@ from .catalog import CATALOG, KERNELS, Budget, ModelConfig, ModelSpec, open_exce
 from .data import DataError, Dataset
 from .saved_context import ENTRIES, SavedContext, context_arrays, read_context
 from .text import plain, quote
+from .training.worker import TrainedResult
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["is_model_file", "load", "write", "read_labels", "read_context", "config_for", "dataset_for",
-           "result_for", "open_model"]
+           "open_model"]
 
 #: Entries every file written by engine.io.save_model holds.
 MODEL_ENTRIES = ("format_version.npy", "model_class.npy")
@@ -190,26 +191,6 @@ def dataset_for(model, name: str, labels=None, label_name: str | None = None,
     return dataclasses.replace(ds, **changes) if changes else ds
 
 
-def result_for(model, config: ModelConfig, dataset: Dataset, run_id: int, iteration: int = 0):
-    """A final `TrainedResult` of ``model`` as it is (the same arrays the training worker publishes),
-    trained for ``iteration`` iterations."""
-    from .training.worker import TrainedResult
-
-    state = model.snapshot_state()
-    X_mean = np.array(state["X_mean"], dtype=float)
-    X_var = state.get("X_variance")
-    X_var = None if X_var is None else np.array(X_var, dtype=float)
-    rel = np.array(state["relevance"], dtype=float)
-    for arr in (X_mean, X_var, rel):
-        if arr is not None:
-            arr.setflags(write=False)
-    params = {k: v for k, v in dict(state.get("parameters", {})).items() if k not in ("X_mean", "X_variance")}
-    return TrainedResult(run_id=run_id, iteration=int(iteration), objective=float(model.objective()),
-                         objective_name=model.objective_name, model=model, X_mean=X_mean, X_variance=X_var,
-                         relevance=rel, parameters=params, config=config, dataset=dataset, final=True,
-                         jitter=float(getattr(model, "jitter", 0.0) or 0.0))
-
-
 def prepare_opening(model, name: str, labels=None, label_name: str | None = None, max_iters: int = 300,
                     run_id: int = 0, context: SavedContext | None = None):
     """(config, dataset, result) that show ``model`` on a page, all computed (the objective too)
@@ -219,7 +200,8 @@ def prepare_opening(model, name: str, labels=None, label_name: str | None = None
     ctx = context or SavedContext()
     config = config_for(model, max_iters=max_iters, settings=ctx.settings)
     dataset = dataset_for(model, name, labels, label_name, ctx)
-    return config, dataset, result_for(model, config, dataset, run_id, iteration=ctx.iterations or 0)
+    return config, dataset, TrainedResult.from_model(model, run_id=run_id, config=config, dataset=dataset,
+                                                     iteration=ctx.iterations or 0)
 
 
 def open_model(explorer, model, name: str, labels=None, label_name: str | None = None,

@@ -4,9 +4,9 @@ A reconstruction answered by the server waits for a round trip: the click
 travels to the server, queues behind whatever the page's thread is doing
 (training updates, the reply to the mouse move just before), and the answer
 travels back -- 100-250 ms at 20,000 rows while training on a 2-core machine.
-The prediction itself is tiny.  With the cached factors of the shown result
-(:class:`~gplvm_explorer.training.predictor.CachedPredictor`: the kernel, Z
-and, per column group, L, LW and alpha) it is O(M^2 + M D) arithmetic:
+The prediction itself is tiny.  With the factors of the shown result's
+:class:`engine.predictor.Predictor` (the kernel, Z and, per column group, L,
+LW and alpha) it is O(M^2 + M D) arithmetic:
 
     mean = k*M alpha + Y_mean,
     var  = k** - |L^-1 kM*|^2 + |LW^-1 kM*|^2,
@@ -22,10 +22,11 @@ The stochastic model's dense q(u) sends Rw = L^-T R (M x M) in place of LW;
 its variance term is |Rw^T kM*|^2.
 
 The page evaluates the kernels ``rbf``, ``matern32``, ``matern52``,
-``linear``, ``mlp``, ``bias``, ``white`` and sums of them.  Results without
-cached factors (models that predict by themselves) or with another kernel get
-no factors (:func:`predictor_columns` returns None) and the server draws the
-whole reconstruction, as it always did.
+``linear``, ``mlp``, ``bias``, ``white`` and sums of them.  Results without a
+predictor (models that predict by other means), with one over the N training
+latents (the exact GP-LVM: its factors grow with N) or with another kernel
+get no factors (:func:`predictor_columns` returns None) and the server draws
+the whole reconstruction, as it always did.
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def predictor_columns(predictor, dataset) -> dict | None:
 
     Parameters
     ----------
-    predictor : CachedPredictor or None, the shown result's factors.
+    predictor : engine.predictor.Predictor or None, the shown result's.
     dataset : the result's Dataset (for the file's units: original = value * scale + mean), or None.
 
     Columns (one entry each): ``kernel`` the kernel's spec as JSON; ``Z`` (M Q,)
@@ -101,7 +102,7 @@ def predictor_columns(predictor, dataset) -> dict | None:
     that a prediction in file units is ``m * scale + offset`` and its
     standard deviation ``sqrt(v) * scale``; ``image_shape`` [h, w] or [].
     """
-    if predictor is None:
+    if predictor is None or not predictor.inducing:
         return None
     spec = predictor.kernel.to_spec()
     if not kernel_in_page(spec):
@@ -111,16 +112,18 @@ def predictor_columns(predictor, dataset) -> dict | None:
     scale = np.ones(D) if dataset is None or dataset.scale is None else np.asarray(dataset.scale, dtype=float)
     shift = np.zeros(D) if dataset is None or dataset.mean is None else np.asarray(dataset.mean, dtype=float)
     cols, sizes, Ls, LWs, Rws, alphas = [], [], [], [], [], []
-    for c, L, LW, alpha, Rw in predictor.groups:
-        idx = np.arange(D)[c]
+    for g in predictor.groups:
+        idx = np.arange(D)[g.cols]
         cols.append(idx.astype(np.int32))
         sizes.append(idx.size)
-        Ls.append(_packed_lower(L))
-        if Rw is not None:  # the stochastic model's one group
-            Rws.append(np.ascontiguousarray(Rw, dtype=np.float64).ravel())
-        else:
-            LWs.append(_packed_lower(LW))
-        alphas.append(np.ascontiguousarray(alpha, dtype=np.float64).ravel())
+        Ls.append(_packed_lower(g.L))
+        if g.Rw is not None:  # the stochastic model's one group
+            Rws.append(np.ascontiguousarray(g.Rw, dtype=np.float64).ravel())
+        elif g.LW is not None:
+            LWs.append(_packed_lower(g.LW))
+        else:  # no posterior term: the page's script has no form for it
+            return None
+        alphas.append(np.ascontiguousarray(g.alpha, dtype=np.float64).ravel())
     empty = np.zeros(0)
     image = getattr(dataset, "image_shape", None)
     return {

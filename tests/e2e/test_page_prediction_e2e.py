@@ -1,8 +1,10 @@
-"""Predictions computed by the page (Chromium's JavaScript) equal the server's, for every kernel the page knows.
+"""Predictions computed by the page (Chromium's JavaScript) equal the engine's, for every kernel the page knows.
 
 The script of :mod:`gplvm_explorer.views.page_prediction` is loaded into an
-empty page and fed the columns the server would send; its mean and standard
-deviation are compared with :class:`CachedPredictor` in file units.
+empty page and fed the columns the server would send from the model's
+:class:`engine.predictor.Predictor`; its mean and standard deviation are
+compared, in file units, with that Predictor's and with ``model.predict``'s:
+engine, page factors and model give one prediction.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import numpy as np
 import pytest
 
 import engine
+from modelcheck import curved_data
 from engine import kernels as K
-from gplvm_explorer.training.predictor import CachedPredictor
 from gplvm_explorer.views.page_prediction import CLICK_JS, PREDICT_JS, kernel_in_page, predictor_columns
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300),
@@ -24,10 +26,7 @@ Q = 3
 
 
 def data(n=90, d=5, seed=0):
-    rng = np.random.default_rng(seed)
-    t = rng.uniform(-2, 2, size=(n, 2))
-    W = rng.standard_normal((4, d))
-    return np.c_[t, np.sin(t[:, :1]), t[:, 1:] ** 2] @ W + 0.1 * rng.standard_normal((n, d)) + 3.0
+    return curved_data(n, d, seed)
 
 
 KERNELS = {
@@ -71,6 +70,18 @@ def server_predict(predictor, units, locs):
     return mean * units.scale + units.mean, np.sqrt(var) * units.scale
 
 
+def assert_one_prediction(page, model, predictor, units, locs):
+    """The page's script, the engine's Predictor and model.predict agree at ``locs``; the engine's (mean, std)."""
+    mean, std = page_predict(page, predictor_columns(predictor, units), locs)
+    want_mean, want_std = server_predict(predictor, units, locs)
+    model_mean, model_std = server_predict(model, units, locs)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(model_mean, want_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model_std, want_std, rtol=1e-12, atol=1e-12)
+    return want_mean, want_std
+
+
 @pytest.mark.parametrize("name", list(KERNELS))
 def test_page_prediction_equals_the_servers_for_each_kernel(script_page, name):
     kernel = KERNELS[name]()
@@ -78,16 +89,13 @@ def test_page_prediction_equals_the_servers_for_each_kernel(script_page, name):
     make = engine.BayesianGPLVM if engine.psi.supports(kernel) else engine.SparseGPLVM
     model = make(data(), latent_dim=Q, num_inducing=9, kernel=kernel)
     engine.fit(model, optimizer="lbfgs", max_iters=8)
-    predictor = CachedPredictor.from_model(model)
+    predictor = model.predictor()
     units = file_units(predictor.output_dim)
     columns = predictor_columns(predictor, units)
     assert columns is not None and json.loads(columns["kernel"][0]) == model.kernel.to_spec()
     locs = np.random.default_rng(1).standard_normal((6, Q)) * 1.5
     locs[0] = predictor.Z[2]  # at an inducing input: the variance nearly cancels
-    mean, std = page_predict(script_page, columns, locs)
-    want_mean, want_std = server_predict(predictor, units, locs)
-    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-7)
+    _, want_std = assert_one_prediction(script_page, model, predictor, units, locs)
     assert np.ptp(want_std[1:, 0]) > 1e-3  # the locations differ enough for a wrong variance to show
 
 
@@ -96,33 +104,29 @@ def test_page_prediction_per_column_group_with_missing_outputs(script_page):
     Y[np.random.default_rng(3).random(Y.shape) < 0.2] = np.nan
     model = engine.BayesianGPLVM(Y, latent_dim=Q, num_inducing=8)
     engine.fit(model, optimizer="lbfgs", max_iters=8)
-    predictor = CachedPredictor.from_model(model)
+    predictor = model.predictor()
     assert len(predictor.groups) > 1  # each group of outputs has its own variance
     units = file_units(predictor.output_dim)
     locs = np.random.default_rng(2).standard_normal((4, Q))
-    mean, std = page_predict(script_page, predictor_columns(predictor, units), locs)
-    want_mean, want_std = server_predict(predictor, units, locs)
-    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-7)
+    _, want_std = assert_one_prediction(script_page, model, predictor, units, locs)
     assert np.ptp(want_std[0]) > 1e-6  # the groups' variances differ: a mixed-up group would show
 
 
 def test_page_prediction_of_the_stochastic_models_dense_q_u(script_page):
     model = engine.StochasticBayesianGPLVM(data(n=150), latent_dim=Q, num_inducing=8, batch_size=40)
     engine.fit(model, optimizer="svi", max_iters=40)
-    predictor = CachedPredictor.from_model(model)
+    predictor = model.predictor()
     assert predictor.groups[0].Rw is not None  # q(u)'s covariance is dense: |Rw^T k|^2, no triangular solve
     units = file_units(predictor.output_dim)
     locs = np.random.default_rng(5).standard_normal((5, Q)) * 1.5
-    mean, std = page_predict(script_page, predictor_columns(predictor, units), locs)
-    want_mean, want_std = server_predict(predictor, units, locs)
-    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(std, want_std, rtol=1e-7, atol=1e-7)
+    _, want_std = assert_one_prediction(script_page, model, predictor, units, locs)
     assert np.ptp(want_std[:, 0]) > 1e-3
 
 
 def test_no_factors_for_the_page_when_it_cannot_predict():
-    assert predictor_columns(None, None) is None  # a model that predicts by itself: the server draws
+    assert predictor_columns(None, None) is None  # a model that predicts by other means: the server draws
+    exact = engine.GPLVM(data(n=30), latent_dim=2)
+    assert exact.predictor() is not None and predictor_columns(exact.predictor(), None) is None  # N-sized factors
     assert not kernel_in_page({"type": "periodic", "params": {}})
     assert not kernel_in_page({"type": "sum", "parts": [{"type": "rbf"}, {"type": "periodic"}]})
     assert all(kernel_in_page(make().to_spec()) for make in KERNELS.values())
@@ -149,7 +153,7 @@ RUN_CLICK = """([code, columns, slice, x, y]) => {
 def test_the_click_script_draws_the_prediction_at_the_clicked_point(script_page, image_shape):
     model = engine.BayesianGPLVM(data(d=6), latent_dim=Q, num_inducing=7)
     engine.fit(model, optimizer="lbfgs", max_iters=5)
-    predictor = CachedPredictor.from_model(model)
+    predictor = model.predictor()
     units = file_units(predictor.output_dim)
     units.image_shape = image_shape
     columns = plain_columns(predictor_columns(predictor, units))
