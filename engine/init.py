@@ -43,7 +43,6 @@ says so.
 """
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -54,7 +53,7 @@ import scipy.sparse.linalg
 from scipy.spatial.distance import cdist
 
 from .errors import ConfigurationError, ShapeError
-from .validation import real_matrix
+from .validation import integer, real_matrix
 
 __all__ = [
     "METHODS",
@@ -128,7 +127,7 @@ def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
         ``latent_dim`` or ``n_neighbors`` is not an integer.
     """
     Y = real_matrix(Y)
-    Q = _check_positive_int(latent_dim, "latent_dim")
+    Q = integer(latent_dim, "latent_dim")
     if not isinstance(method, str) or method not in METHODS:
         raise ConfigurationError(
             f"Expected method in {METHODS}, got {method!r} instead."
@@ -140,7 +139,7 @@ def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
     if method == "pca":
         scores = _pca_scores(Y, Q)
     else:
-        k = _check_positive_int(n_neighbors, "n_neighbors")
+        k = integer(n_neighbors, "n_neighbors")
         if N > ISOMAP_MAX_POINTS:
             raise ShapeError(
                 f"Expected at most {ISOMAP_MAX_POINTS} points for Isomap "
@@ -159,7 +158,7 @@ def pca_variance_fractions(Y, latent_dim):
     unimportant start (nearly) switched off.
     """
     Y = real_matrix(Y)
-    Q = _check_positive_int(latent_dim, "latent_dim")
+    Q = integer(latent_dim, "latent_dim")
     scores = _pca_scores(Y, Q)
     fractions = np.zeros(Q)
     if scores.shape[1]:
@@ -168,17 +167,18 @@ def pca_variance_fractions(Y, latent_dim):
     return fractions
 
 
-# ---------------------------------------------------------------- validation
+def top_components(scatter, q):
+    """The usable top ``q`` eigenpairs (w (r,), V (D, r)), r <= q, of a centred scatter matrix (D, D):
+    the principal components of data known only through Yc^T Yc (e.g. summed over row chunks)."""
+    w, V = _top_eigh(scatter, q)
+    r = _usable(w, float(np.trace(scatter)))
+    return w[:r], V[:, :r]
 
-def _check_positive_int(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ConfigurationError(
-            f"Expected {name} to be an integer, got {value!r} "
-            f"({type(value).__name__}) instead."
-        )
-    if value < 1:
-        raise ConfigurationError(f"Expected {name} >= 1, got {value} instead.")
-    return int(value)
+
+def standardised_latents(scores, Q, rng):
+    """Latents (N, Q) from scores (N, r), r <= Q: columns standardised with fixed signs, the surplus
+    columns seeded noise of std :data:`EXTRA_DIM_STD` (the module's conventions)."""
+    return _finish(scores, Q, rng)
 
 
 # ----------------------------------------------------------------- the maths

@@ -155,7 +155,7 @@ class Convergence:
         return f"the bound rose by less than {self.rtol:g} of itself over {self.window} iterations"
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """Raised inside the loop when ``stop`` is set; caught by :func:`fit`."""
 
 
@@ -171,16 +171,20 @@ def _copy(value):
     return None if value is None else np.array(value, dtype=float, copy=True)
 
 
-class _Run:
-    """Bookkeeping shared by the three optimisers.
+class Run:
+    """Bookkeeping shared by every optimiser (the three here and SVI, :mod:`engine.svi`).
 
     It evaluates the model (counting evaluations, rejecting non-finite values,
     honouring ``stop``), records each completed iteration (best point, history,
     snapshot, callback, pause, stop) and restores the best point at the end.
-    Everything here is in terms of ``f = -objective`` (minimised).
+    Everything here is in terms of ``f = -objective`` (minimised).  A loop that
+    moves the model itself (SVI) records ``x=None`` (the model is already at the
+    point: nothing is set, no best point is kept) and passes ``copy_state=False``
+    when ``model.snapshot_state()`` already returns fresh arrays.
     """
 
-    def __init__(self, model, optimizer, x0, callback, stop, pause, after=None, convergence=None):
+    def __init__(self, model, optimizer, x0, callback, stop, pause, after=None, convergence=None,
+                 copy_state=True):
         self.model, self.optimizer = model, optimizer
         self.convergence = convergence
         self._best_trace: list = []  # best objective after each iteration of this run (the rule's window)
@@ -194,6 +198,7 @@ class _Run:
         self.best_x, self.best_f, self.best_iteration = np.array(x0, dtype=float), math.inf, 0
         self._last = None  # (x, f, g) of the latest evaluation, reused when asked again
         self._jitter = getattr(model, "jitter", None)  # part of the objective: a change restarts the run
+        self._copy_state = copy_state
         self._t0 = time.perf_counter()
         self._paused = 0.0
 
@@ -209,7 +214,7 @@ class _Run:
         if self._last is not None and np.array_equal(x, self._last[0]):
             return self._last[1], self._last[2].copy()
         if self._last is not None and self.stop_requested():
-            raise _Stopped
+            raise Stopped
         value, grad = self.model.objective_and_gradient(x.copy())
         self.n_evaluations += 1
         if getattr(self.model, "jitter", None) != self._jitter:
@@ -236,7 +241,7 @@ class _Run:
     def record(self, x, f, g):
         """Book one completed iteration at the accepted point ``(x, f, g)``."""
         self.iteration += 1
-        if f < self.best_f:
+        if x is not None and f < self.best_f:
             self.best_x, self.best_f, self.best_iteration = np.array(x, dtype=float), f, self.iteration
         t = self.elapsed()
         self.history.append((self.iteration, -f, t))
@@ -248,7 +253,7 @@ class _Run:
             self.callback(self._snapshot(x, f, g, t, change))
         self._wait_while_paused()
         if self.stop_requested():
-            raise _Stopped
+            raise Stopped
         if self.convergence is not None and change <= self.convergence.rtol:
             raise _Converged
 
@@ -256,14 +261,15 @@ class _Run:
         self.model.set_free(self.best_x.copy())
 
     def _snapshot(self, x, f, g, elapsed, change=math.nan) -> Snapshot:
-        self.model.set_free(np.array(x, dtype=float))
+        if x is not None:
+            self.model.set_free(np.array(x, dtype=float))
         state = self.model.snapshot_state()
-        parameters = {k: (np.array(v, copy=True) if np.ndim(v) else float(v))
-                      for k, v in state["parameters"].items()}
+        copy = _copy if self._copy_state else (lambda v: v)
+        parameters = {k: (copy(v) if np.ndim(v) else float(v)) for k, v in state["parameters"].items()}
         return Snapshot(
             iteration=self.iteration, objective=-f, grad_norm=float(np.linalg.norm(g)),
-            elapsed=elapsed, parameters=parameters, X_mean=_copy(state["X_mean"]),
-            X_variance=_copy(state.get("X_variance")), relevance=_copy(state["relevance"]),
+            elapsed=elapsed, parameters=parameters, X_mean=copy(state["X_mean"]),
+            X_variance=copy(state.get("X_variance")), relevance=copy(state["relevance"]),
             n_evaluations=self.n_evaluations, optimizer=self.optimizer, change=float(change))
 
     def _wait_while_paused(self):
@@ -562,13 +568,13 @@ def _fit_phase(model, name, callback, stop, pause, tol, options, convergence, ma
                after=None) -> FitResult:
     """One optimiser run over the model's free parameters, continuing ``after`` if given."""
     x0 = np.array(model.get_free(), dtype=float).ravel()
-    run = _Run(model, name, x0, callback, stop, pause, after, convergence)
+    run = Run(model, name, x0, callback, stop, pause, after, convergence)
     stopped = converged = jitter_raised = False
     try:
         with single_blas_thread(), watching(stop):
             converged, message = _run_optimizer(run, name, x0, max_iters, tol, options)
         reason = "optimizer" if converged else "max_iters"
-    except (_Stopped, Cancelled):
+    except (Stopped, Cancelled):
         stopped, reason, message = True, "stopped", f"Stopped on request after {run.iteration} iterations."
     except _Converged:
         converged, reason = True, "converged"
@@ -588,7 +594,7 @@ def _run_optimizer(run, name, x0, max_iters, tol, options):
     """Evaluate the start, then run the chosen optimiser; returns (converged, message)."""
     f0, g0 = run.start()
     if run.stop_requested():
-        raise _Stopped
+        raise Stopped
     if max_iters == 0:
         return False, "max_iters=0: only the starting point was evaluated."
     return _IMPLEMENTATIONS[name](run, x0, f0, g0, max_iters, tol, **options)

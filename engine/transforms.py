@@ -124,6 +124,10 @@ class ParameterPacker:
     def names(self):
         return [s.name for s in self.specs]
 
+    def slice(self, name: str) -> slice:
+        """Where block ``name`` lies in the flat vector."""
+        return self._slices[name]
+
     def mask(self, names) -> np.ndarray:
         """Boolean (P,) mask of the flat-vector entries that belong to ``names``."""
         m = np.zeros(self.size, dtype=bool)

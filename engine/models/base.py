@@ -18,13 +18,13 @@ from .. import optimize
 from .._threads import blas_pinned
 from ..errors import ConfigurationError, ParameterError, ShapeError, UnsupportedOperationError
 from ..infer import LatentInference, infer_latent
-from ..init import initial_latents, pca_variance_fractions
+from ..init import initial_latents
 from ..likelihoods import likelihood_name
 from ..linalg import escalate_jitter
-from ..missing import observation_mask
 from ..predictor import Predictor
 from ..transforms import IDENTITY, LENGTHSCALE, POSITIVE, ParameterPacker, ParameterSpec
-from ..validation import integer, latent_points, real_matrix
+from ..validation import integer, latent_points
+from .data_source import InMemoryRows
 
 
 def validate_latent_dim(latent_dim) -> int:
@@ -32,12 +32,19 @@ def validate_latent_dim(latent_dim) -> int:
 
 
 def initial_X(Y, latent_dim, init, seed, X=None) -> np.ndarray:
-    """Initial latent means, (N, Q): given ``X``, or from engine.init."""
+    """Initial latent means, (N, Q): given ``X``, or from engine.init.
+
+    ``Y``: (N, D) in memory, or a data source (:mod:`engine.models.data_source`), which
+    computes them its own way (e.g. PCA by row chunks).
+    """
+    N = Y.shape[0] if isinstance(Y, np.ndarray) else Y.num_data
     if X is not None:
         X = np.array(X, dtype=float)
-        if X.shape != (Y.shape[0], latent_dim):
-            raise ShapeError(f"Expected X of shape {(Y.shape[0], latent_dim)}, got {X.shape} instead.")
+        if X.shape != (N, latent_dim):
+            raise ShapeError(f"Expected X of shape {(N, latent_dim)}, got {X.shape} instead.")
         return X
+    if not isinstance(Y, np.ndarray):
+        return Y.initial_latents(latent_dim, init, seed)
     return initial_latents(Y, latent_dim, method=init, seed=seed)
 
 
@@ -82,34 +89,28 @@ class LatentVariableModel:
             return super().__new__(served)
         return super().__new__(cls)
 
-    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None, likelihood=None):
+    def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None, likelihood=None,
+                 source=None):
+        """``source``: where the model reads Y (:mod:`engine.models.data_source`); None: Y in memory
+        (NaN or ``observed`` as missing values when the model ``handles_missing``; checked against a
+        non-Gaussian ``likelihood``'s support and left uncentred when it says so)."""
         self.latent_dim = validate_latent_dim(latent_dim)
-        if self.handles_missing:
-            Y, mask = observation_mask(real_matrix(Y, allow_nan=True), observed)
-        else:
-            if observed is not None:
-                raise ConfigurationError(f"{type(self).__name__} cannot train with missing values; use "
-                                         "BayesianGPLVM or SparseGPLVM, or impute the data first.")
-            Y, mask = real_matrix(Y).copy(), None
-        centre = True
-        if likelihood is not None:  # a non-Gaussian noise model: Y in its support, not centred
-            likelihood.check(Y, mask)
-            centre = likelihood.centres_data
+        if source is None:
+            source = InMemoryRows(Y, observed, missing=self.handles_missing, owner=type(self).__name__,
+                                  likelihood=likelihood)
+        elif observed is not None:
+            raise ConfigurationError(f"Expected observed=None with a data source, got {type(observed).__name__}.")
+        #: The training outputs: centred rows by range or index, their mean, moments (data_source).
+        self.source = source
         # the data as given (NaN where missing): what files save and impute() returns unchanged
-        self._Y_data = Y if mask is None else np.where(mask, Y, np.nan)
-        self._Y_data.flags.writeable = False
+        self._Y_data = source.data
         #: (N, D) bool mask of the observed entries of Y, or None when all are observed.
-        self.observed = mask
-        if not centre:
-            self.Y_mean = np.zeros(Y.shape[1])
-            self.Y = np.ascontiguousarray(Y if mask is None else Y * mask)
-        elif mask is None:
-            self.Y_mean = Y.mean(axis=0)
-            self.Y = np.ascontiguousarray(Y - self.Y_mean)
-        else:  # column means over the observed entries; missing entries held at 0 (never read)
-            self.Y_mean = Y.sum(axis=0) / mask.sum(axis=0)
-            self.Y = np.ascontiguousarray((Y - self.Y_mean) * mask)
-        self.num_data, self.output_dim = self.Y.shape
+        self.observed = source.observed
+        self.Y_mean = source.Y_mean
+        if source.in_memory:
+            #: (N, D) Y, centred unless the likelihood says otherwise, 0 where missing (data in memory).
+            self.Y = source.Y
+        self.num_data, self.output_dim = source.num_data, source.output_dim
         if kernel is None:
             kernel = self._default_kernel(init)
         if kernel.input_dim != self.latent_dim:
@@ -119,7 +120,7 @@ class LatentVariableModel:
         self._kernel_names = list(kernel.params)
         if noise_variance is None:
             # a tenth of the data's variance: small enough to leave signal for the kernel
-            noise_variance = 0.1 * max(float(np.mean(self.Y.var(axis=0))), 1e-6)
+            noise_variance = 0.1 * max(source.mean_variance(), 1e-6)
         self._initial_noise_variance = float(noise_variance)
         #: Jitter added to the diagonal of the matrix the model factorises (Kmm for
         #: the collapsed models, K + noise I for the exact one).  It is part of the
@@ -137,7 +138,7 @@ class LatentVariableModel:
         principal component (capped at 1e3), so surplus dimensions start switched off."""
         if init != "pca":
             return _kernels.RBF(self.latent_dim, ard=True)
-        fractions = pca_variance_fractions(self.Y, self.latent_dim)
+        fractions = self.source.pca_fractions(self.latent_dim)
         return _kernels.RBF(self.latent_dim, ard=True, lengthscales=1.0 / np.maximum(fractions, 1e-3))
 
     def _kernel_specs(self, kernel):
@@ -391,7 +392,7 @@ class LatentVariableModel:
         for spec in self._packer.specs:
             if spec.name in self._fixed or spec.size == 0:
                 continue
-            sl = self._packer._slices[spec.name]
+            sl = self._packer.slice(spec.name)
             d = np.zeros_like(x)
             d[sl] = rng.standard_normal(spec.size)
             h0 = eps * max(1.0, float(np.max(np.abs(x[sl]))))
@@ -447,21 +448,31 @@ class LatentVariableModel:
 
         Squared distance over the entries observed in the new row (and, when the
         model was trained with missing values, in the training row, as a mean
-        over the entries observed in both); ties go to the lower index.
+        over the entries observed in both); ties go to the lower index.  The
+        training rows are read chunk by chunk from the model's data source.
         """
-        T = self.Y  # centred (0 where a training entry is missing)
-        count = int(min(max(1, count), T.shape[0]))
+        n = Yc.shape[0]
+        count = int(min(max(1, count), self.num_data))
         mf = mask.astype(float)
-        if self.observed is None:
-            # sum_O (t - y)^2 = sum_O t^2 - 2 sum_O t y + sum_O y^2; the last term is constant per row
-            dist = mf @ (T * T).T - 2.0 * (Yc * mf) @ T.T
-        else:  # mean squared difference over the entries observed in both rows
-            To = np.asarray(self.observed, float)
-            Ym = Yc * mf
-            both = mf @ To.T
-            dist = (mf @ (T * T).T - 2.0 * Ym @ T.T + (Ym * Ym) @ To.T) / np.maximum(both, 1.0)
-            dist[both == 0] = np.inf
-        return np.argsort(dist, axis=1, kind="stable")[:, :count]
+        Ym = Yc * mf
+        best_d = np.full((n, 0), np.inf)
+        best_i = np.zeros((n, 0), dtype=np.intp)
+        for a, b in self.source.chunks():
+            T = self.source.read((a, b))  # centred (0 where a training entry is missing)
+            if self.observed is None:
+                # sum_O (t - y)^2 = sum_O t^2 - 2 sum_O t y + sum_O y^2; the last term is constant per row
+                dist = mf @ (T * T).T - 2.0 * Ym @ T.T
+            else:  # mean squared difference over the entries observed in both rows
+                To = np.asarray(self.observed[a:b], float)
+                both = mf @ To.T
+                dist = (mf @ (T * T).T - 2.0 * Ym @ T.T + (Ym * Ym) @ To.T) / np.maximum(both, 1.0)
+                dist[both == 0] = np.inf
+            d = np.concatenate([best_d, dist], axis=1)
+            i = np.concatenate([best_i, np.broadcast_to(np.arange(a, b), (n, b - a))], axis=1)
+            keep = np.argsort(d, axis=1, kind="stable")[:, :count]
+            best_d = np.take_along_axis(d, keep, axis=1)
+            best_i = np.take_along_axis(i, keep, axis=1)
+        return best_i
 
     def log_density(self, Ynew, observed=None, **options):
         """Approximate log p(y* | Y) of new rows, nats; see :func:`engine.infer.infer_latent`."""

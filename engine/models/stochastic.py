@@ -22,8 +22,9 @@ average to F exactly.  At the optimum of q(v) for fixed everything else,
 S = (I + beta A)^-1 and m = beta S V, F equals the collapsed bound of
 :class:`~engine.BayesianGPLVM` (the same jitter on Kmm).
 
-One SVI iteration (:meth:`StochasticBayesianGPLVM.fit_svi`) reads B rows of
-Y, computes their psi statistics and the estimate's gradients, and then
+One SVI iteration (:func:`engine.svi.fit_svi`, the loop; the updates of q(u)
+and q(x_n) are this model's) reads B rows of Y, computes their psi statistics
+and the estimate's gradients, and then
 
 * q(v): a natural-gradient step of size ``natgrad_step`` (rho): the natural
   parameters (S^-1, S^-1 m) move a fraction rho towards the minibatch
@@ -48,26 +49,23 @@ fixed row chunks of ``chunk_size`` rows in a fixed order.
 """
 from __future__ import annotations
 
-import math
-import threading
-import time
 from typing import NamedTuple
 
 import numpy as np
 
-from .. import kernels as _kernels
-from .. import optimize, psi
+from .. import optimize, psi, svi
 from .._cancel import checkpoint
-from .._threads import blas_pinned, single_blas_thread
+from .._threads import blas_pinned
 from ..bound import cholesky_backward, gaussian_kl_rows
-from ..linalg import FactorisationError, chol_inverse, cholesky, start_jitter, tri_solve, try_cholesky
 from ..errors import ConfigurationError, ShapeError
+from ..linalg import FactorisationError, chol_inverse, cholesky, start_jitter, tri_solve, try_cholesky
 from ..predictor import Predictor, PredictorGroup
 from ..psi.point import PointPsi
-from ..transforms import POSITIVE, ParameterPacker, ParameterSpec, Softplus
-from ..validation import check_finite_rows, fraction, integer, positive_number, real_matrix
-from .base import LatentVariableModel, validate_latent_dim
+from ..transforms import POSITIVE, ParameterPacker, ParameterSpec
+from ..validation import integer
+from .base import LatentVariableModel, initial_X
 from .collapsed import add_grads, initial_Z
+from .data_source import ChunkedRows
 from .projection import QxProjection
 
 LOG_2PI = np.log(2.0 * np.pi)
@@ -227,44 +225,6 @@ def _local_natgrad(mu, S, gmu, gS, rho, move_mu=True, move_S=True):
     return mu_new, S_new
 
 
-class _LogSteps:
-    """Adam's coordinates for the positive global parameters: log(value - lower), not softplus's.
-
-    A softplus is linear for large values, so a step of Adam's size moves a
-    lengthscale of 100 by the same amount as one of 1; in log coordinates the
-    steps are relative.  ``gradient(x, g)`` maps dF/d(free x) to dF/d(log
-    coordinate) for those entries (others unchanged); ``move(x, step, mask)``
-    takes ``step`` in these coordinates on the entries of ``mask`` and returns
-    the new free vector.  x, g, step: (P,) over the global packer's vector;
-    mask: (P,) bool.
-    """
-
-    _softplus = Softplus(lower=0.0)  # value - lower = softplus(free x)
-
-    def __init__(self, packer):
-        self.mask = np.zeros(packer.size, dtype=bool)
-        self.lower = np.zeros(packer.size)
-        for s in packer.specs:
-            if isinstance(s.transform, Softplus):
-                sl = packer._slices[s.name]
-                self.mask[sl] = True
-                self.lower[sl] = s.transform.lower
-
-    def gradient(self, x, g):
-        out = g.copy()
-        pos = self.mask
-        out[pos] = g[pos] / Softplus.grad_factor(x[pos]) * self._softplus.forward(x[pos])
-        return out
-
-    def move(self, x, step, mask):
-        out = x.copy()
-        free = mask & ~self.mask
-        out[free] += step[free]
-        pos = mask & self.mask
-        out[pos] = self._softplus.inverse(self._softplus.forward(x[pos]) * np.exp(step[pos]))
-        return out
-
-
 # ------------------------------------------------------------------ the model
 
 
@@ -296,32 +256,13 @@ class StochasticBayesianGPLVM(LatentVariableModel):
                 "StochasticBayesianGPLVM takes no backend: each SVI step works on one minibatch of rows, "
                 "too little to ship to a cluster and back per step. For a dask cluster use "
                 "BayesianGPLVM(Y, ..., backend=engine.DaskBackend(client)); train this model in-process.")
-        self.data = real_matrix(Y, load=False)  # a memmap stays a memmap: its rows are read chunk by chunk
-        self.latent_dim = validate_latent_dim(latent_dim)
-        self.num_data, self.output_dim = (int(s) for s in self.data.shape)
+        source = ChunkedRows(Y, chunk_size)  # a memmap stays a memmap: its rows are read chunk by chunk
+        super().__init__(None, latent_dim, kernel, noise_variance=noise_variance, init=init, source=source)
+        psi.check_supported(self._kernel)
         self.batch_size = integer(batch_size, "batch_size")
-        self.chunk_size = integer(chunk_size, "chunk_size")
+        self.chunk_size = source.chunk_size
         self.seed = seed
-        self.Y_mean, cov, trYY = self._moments()
-        self._trYY = trYY
-        if kernel is None:
-            kernel = self._default_kernel_from(cov, init)
-        if kernel.input_dim != self.latent_dim:
-            raise ShapeError(f"Expected a kernel over {self.latent_dim} latent dimensions, "
-                             f"got input_dim={kernel.input_dim} instead.")
-        psi.check_supported(kernel)
-        self._kernel = kernel.copy()
-        self._kernel_names = list(kernel.params)
-        if noise_variance is None:
-            noise_variance = 0.1 * max(float(np.trace(cov)) / (self.num_data * self.output_dim), 1e-6)
-        self._initial_noise_variance = float(noise_variance)
-        self.jitter = 0.0
-        self._fixed = frozenset()
-        self._lock = threading.RLock()
-        self._version = 0
-        self._cache = None
-
-        X0 = self._initial_X(X, cov, init, seed)
+        X0 = initial_X(source, self.latent_dim, init, seed, X)
         S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
         Z0 = initial_Z(X0, num_inducing, seed, Z)
         self.num_inducing = M = Z0.shape[0]
@@ -334,98 +275,10 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         self._build_packer(specs, values)
         self._global_specs = [s for s in specs if s.name not in LOCAL_NAMES]
         self._global_packer = ParameterPacker(self._global_specs)
-        self._global_index = np.concatenate([np.arange(self._packer._slices[s.name].start,
-                                                        self._packer._slices[s.name].stop)
+        self._global_index = np.concatenate([np.arange(self._packer.slice(s.name).start,
+                                                        self._packer.slice(s.name).stop)
                                              for s in self._global_specs])
         self.reset_q_u(rows=min(self.num_data, max(self.batch_size, 1024)), seed=seed)
-
-    # ---- data -----------------------------------------------------------------------
-    def _chunks(self):
-        """Row ranges (start, stop) of the fixed chunking of the full-data passes."""
-        N, c = self.num_data, self.chunk_size
-        return [(a, min(a + c, N)) for a in range(0, N, c)]
-
-    def _read(self, rows):
-        """Centred float64 rows of Y: a slice (start, stop) or sorted indices (B,)."""
-        if isinstance(rows, tuple):
-            block = self.data[rows[0]:rows[1]]
-        else:
-            block = self.data[rows]
-        return np.asarray(block, dtype=np.float64) - self.Y_mean
-
-    @property
-    def _Y_data(self):
-        """The data as given (what engine.io saves; a memmap is written out row by row)."""
-        return self.data
-
-    def data_array(self) -> np.ndarray:
-        """Y (N, D) as an in-memory float64 array (loads everything; used to save the model)."""
-        return np.asarray(self.data, dtype=np.float64)
-
-    def _moments(self):
-        """(mean (D,), centred scatter matrix (D, D), centred sum of squares) from one chunked pass."""
-        N, D = self.num_data, self.output_dim
-        total = np.zeros(D)
-        shift = None
-        scatter = np.zeros((D, D))
-        for a, b in self._chunks():
-            block = np.asarray(self.data[a:b], dtype=np.float64)
-            check_finite_rows(block, "Y", a, "The stochastic model does not handle missing values; remove or "
-                                             "impute them first.")
-            if shift is None:
-                shift = block.mean(axis=0)
-            centred = block - shift
-            total += centred.sum(axis=0)
-            scatter += centred.T @ centred
-        offset = total / N
-        mean = shift + offset
-        scatter -= N * np.outer(offset, offset)
-        scatter = 0.5 * (scatter + scatter.T)
-        return mean, scatter, float(np.trace(scatter))
-
-    def _default_kernel_from(self, scatter, init):
-        if init != "pca":
-            return _kernels.RBF(self.latent_dim, ard=True)
-        w = self._top_eigen(scatter)[0]
-        fractions = np.zeros(self.latent_dim)
-        if w.size and w[0] > 0:
-            fractions[:w.size] = w / w[0]
-        return _kernels.RBF(self.latent_dim, ard=True, lengthscales=1.0 / np.maximum(fractions, 1e-3))
-
-    def _top_eigen(self, scatter):
-        from ..init import _top_eigh, _usable
-
-        q = min(self.latent_dim, self.num_data - 1, self.output_dim)
-        w, V = _top_eigh(scatter, q)
-        r = _usable(w, float(np.trace(scatter)))
-        return w[:r], V[:, :r]
-
-    def _initial_X(self, X, scatter, init, seed):
-        N, Q = self.num_data, self.latent_dim
-        if X is not None:
-            X = np.array(X, dtype=float)
-            if X.shape != (N, Q):
-                raise ShapeError(f"Expected X of shape {(N, Q)}, got {X.shape} instead.")
-            return X
-        from ..init import METHODS, _finish, initial_latents
-
-        rng = np.random.default_rng(seed)
-        if init == "pca":
-            w, V = self._top_eigen(scatter)
-            scores = np.empty((N, V.shape[1]))
-            for a, b in self._chunks():
-                scores[a:b] = self._read((a, b)) @ V
-            return _finish(scores, Q, rng)
-        if init == "random":
-            return rng.standard_normal((N, Q))
-        if init == "isomap":
-            from ..init import ISOMAP_MAX_POINTS
-
-            if N > ISOMAP_MAX_POINTS:
-                raise ConfigurationError(f"Expected init='pca' or 'random' for {N} rows; Isomap accepts at most "
-                                         f"{ISOMAP_MAX_POINTS} rows.")
-            return initial_latents(self.data_array(), Q, method="isomap", seed=seed)
-        raise ConfigurationError(f"Expected init to be one of {METHODS}, got {init!r} instead.")
 
     # ---- parameters -------------------------------------------------------------
     def _base_jitter(self, values):
@@ -452,8 +305,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     def _local_views(self):
         """(X_mean (N, Q), unconstrained X_variance (N, Q)): views into the parameter vector."""
         N, Q = self.num_data, self.latent_dim
-        mu = self._free[self._packer._slices["X_mean"]].reshape(N, Q)
-        s = self._free[self._packer._slices["X_variance"]].reshape(N, Q)
+        mu = self._free[self._packer.slice("X_mean")].reshape(N, Q)
+        s = self._free[self._packer.slice("X_variance")].reshape(N, Q)
         return mu, s
 
     def reset_q_u(self, rows=None, seed=0) -> None:
@@ -486,7 +339,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
 
     def _batch_stats(self, kern, Z, rows, mu, S, scale=1.0, Yb=None):
         """(SuffStats of the rows scaled by ``scale``, centred Y of the rows (B, D))."""
-        Yb = self._read(rows) if Yb is None else Yb
+        Yb = self.source.read(rows) if Yb is None else Yb
         st = psi.compute(kern, Z, mu, S)
         stats = SuffStats(scale * st.psi0, scale * (st.Psi1.T @ Yb), scale * st.Psi2,
                           scale * float(np.sum(Yb * Yb)), scale * float(np.sum(gaussian_kl_rows(mu, S))))
@@ -503,7 +356,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
             s_all, S_all = None, values["X_variance"]
         M, D = Z.shape[0], self.output_dim
         psi0, P, Psi2, trYY, kl = 0.0, np.zeros((M, D)), np.zeros((M, M)), 0.0, 0.0
-        for a, b in self._chunks():
+        for a, b in self.source.chunks():
             mu = mu_all[a:b]
             S = S_all[a:b] if S_all is not None else POSITIVE.forward(s_all[a:b])
             st, _ = self._batch_stats(kern, Z, (a, b), mu, S)
@@ -539,8 +392,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         dmu = np.empty_like(mu_all)
         dS = np.empty_like(S_all)
         params_sum, Z_sum = None, np.zeros_like(Z)
-        for a, c in self._chunks():
-            Yc = self._read((a, c))
+        for a, c in self.source.chunks():
+            Yc = self.source.read((a, c))
             g = psi.gradients(kern, Z, mu_all[a:c], S_all[a:c], b.dpsi0, Yc @ b.dP.T, b.dPsi2)
             dmu[a:c] = g.mu - mu_all[a:c]
             dS[a:c] = g.S - 0.5 * (1.0 - 1.0 / S_all[a:c])
@@ -567,7 +420,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         return self.objective()
 
     # ---- minibatch estimate -----------------------------------------------------------
-    def _minibatch(self, values, rows, mu, S, Yb=None):
+    def minibatch_terms(self, values, rows, mu, S, Yb=None):
         """(estimate, global grads, per-row d(row term)/dmu (B, Q), d/dS (B, Q), nat target) for sorted rows."""
         kern = self.kernel_at(values)
         Z = values["Z"]
@@ -597,7 +450,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         values = self._globals()
         mu_v, s_v = self._local_views()
         mu, S = mu_v[srt].copy(), POSITIVE.forward(s_v[srt])
-        value, grads, gmu, gS, _ = self._minibatch(values, srt, mu, S)
+        value, grads, gmu, gS, _ = self.minibatch_terms(values, srt, mu, S)
         if not gradients:
             return value
         scale = self.num_data / rows.size
@@ -607,7 +460,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         grads["X_variance"] = (scale * (gS - 0.5 * (1.0 - 1.0 / S)))[inv]
         return value, grads
 
-    def _local_presteps(self, values, Yb, mu, S, steps, rho, move_mu, move_S):
+    def local_natural_steps(self, values, Yb, mu, S, steps, rho, move_mu=True, move_S=True):
         """``steps`` natural-gradient steps on the rows' q(x_n) with every global parameter fixed.
 
         A row's gradient depends on the others only through q(u), L and beta:
@@ -641,11 +494,11 @@ class StochasticBayesianGPLVM(LatentVariableModel):
             if not (move_mu or move_S):
                 continue
             values = self._globals()
-            for a, b in self._chunks():
+            for a, b in self.source.chunks():
                 with self._lock:
                     mu_v, s_v = self._local_views()
                     mu, S = mu_v[a:b].copy(), POSITIVE.forward(s_v[a:b])
-                mu, S = self._local_presteps(values, self._read((a, b)), mu, S, int(local_steps),
+                mu, S = self.local_natural_steps(values, self.source.read((a, b)), mu, S, int(local_steps),
                                              float(local_step), move_mu, move_S)
                 with self._lock:
                     mu_v, s_v = self._local_views()
@@ -664,218 +517,44 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         fit_kwargs.setdefault("optimizer", self.default_optimizer)
         return optimize.fit(self, **fit_kwargs)
 
-    def fit_svi(self, max_iters=1000, callback=None, stop=None, pause=None, *, batch_size=None,
-                learning_rate=0.02, final_learning_rate=None, natgrad_step=0.3, final_natgrad_step=None,
-                local_step=0.5, local_iters=2, local_optimizer="natgrad", local_learning_rate=None,
-                positive_steps="log", betas=(0.9, 0.999), eps=1e-8, warm_up_iters=None,
-                warm_up_fixed=("noise_variance",), seed=None, evaluate_final=True, tol=None):
-        """Stochastic variational inference; what ``engine.fit(m, optimizer="svi")`` runs.
+    def fit_svi(self, max_iters=1000, callback=None, stop=None, pause=None, **options):
+        """Stochastic variational inference (:func:`engine.svi.fit_svi`, its options); what
+        ``engine.fit(m, optimizer="svi")`` runs."""
+        return svi.fit_svi(self, max_iters=max_iters, callback=callback, stop=stop, pause=pause, **options)
 
-        One iteration = one minibatch of ``batch_size`` rows (default: the
-        model's) drawn uniformly without replacement; see the module docstring
-        for the three updates.
+    # ---- the minibatch step protocol of engine.svi ------------------------------------------
+    @property
+    def global_packer(self) -> ParameterPacker:
+        """The packer of the global parameters (everything but X_mean and X_variance)."""
+        return self._global_packer
 
-        learning_rate, betas, eps : Adam for the kernel, Z and the noise.  The
-            rate decays geometrically to ``final_learning_rate`` (default: a
-            quarter of it) at ``max_iters``; pass ``final_learning_rate=
-            learning_rate`` for a constant rate.
-        positive_steps : "log" (default): Adam's coordinates for the positive
-            globals (kernel variance, lengthscales, noise) are log(value -
-            lower), so its steps are relative; "free": the model's softplus
-            coordinates, in which a lengthscale of 100 moves as slowly as one
-            of 1 (ARD dimensions then switch on and off slowly).
-        natgrad_step : rho in (0, 1] of q(u)'s natural-gradient step.  The first
-            iteration takes rho = 1 (q(u) jumps to that minibatch's optimum);
-            rho then changes geometrically to ``final_natgrad_step`` (default:
-            rho, a constant step).  A small rho averages the minibatch targets
-            over many batches but they are stale: each was computed for the
-            rows' q(x_n), the kernel and Z of its own iteration (on oil flow
-            rho decaying to 0.003 ended ~400 nats below a constant 0.3).
-        local_step, local_iters : the rows' natural-gradient step size and
-            steps per visit (all but the last with the globals as they were
-            before the visit).  A full step (1) is Newton's step with the
-            expected Hessian, which overshoots where a row's term is not
-            concave: started at a converged collapsed fit of oil flow with the
-            globals held, full steps lost 740 nats, half steps none.
-        local_optimizer : "natgrad" (default, no per-row state) or "adam" (per-row
-            moments and bias correction, counted per visit: twice the memory of
-            the local parameters, for this fit; on oil flow a worse optimum), at
-            ``local_learning_rate`` (default 0.5), decaying with the globals'
-            rate.  A row steps once per N / B iterations, so its rate must be far
-            above the globals': on oil flow, 2000 iterations, 0.02 left the rows
-            near their start (bound 3848 nats against natgrad's 7079), 0.2
-            reached 6057 and 0.5 7007.
-        warm_up_iters, warm_up_fixed : ``warm_up_fixed`` are held for the first
-            ``warm_up_iters`` iterations (default ``m.warm_up_iters``, at most
-            half of ``max_iters``).
-        seed : of the minibatch sampler (default: the model's seed).
-        evaluate_final : see below.  ``tol`` is accepted for the common
-            signature and unused (SVI has no convergence test).
+    def minibatch_state(self, idx):
+        """(globals' free vector (P_g,), X_mean (B, Q), unconstrained X_variance (B, Q)) of rows ``idx``: copies."""
+        with self._lock:
+            mu_v, s_v = self._local_views()
+            return self._free[self._global_index].copy(), mu_v[idx].copy(), s_v[idx].copy()
 
-        Fixed parameters (``m.fix``) are not moved; fixing ``q_mu`` or
-        ``q_sqrt`` moves the other one by Adam.  Snapshots (``callback``) and
-        the history report the minibatch estimate of the bound (noisy,
-        unbiased).  ``FitResult.objective`` is the full bound at the end (one
-        chunked pass) when ``evaluate_final``, else the mean estimate over the
-        last min(iterations, N / B) iterations.  The model is left at the last
-        iterate (SVI keeps no "best" point).  ``stop`` ends the fit after the
-        current iteration; ``pause`` blocks between iterations.
-        """
-        from ..optimize import FitResult, Snapshot
+    def write_minibatch(self, x_global, idx, mu, S) -> None:
+        """Set the globals' free vector and the rows ``idx``' q(x_n) = N(mu, diag S), as one change."""
+        with self._lock:
+            self._free[self._global_index] = x_global
+            mu_v, s_v = self._local_views()
+            mu_v[idx] = mu
+            s_v[idx] = POSITIVE.inverse(np.maximum(S, 2.0 * POSITIVE.lower))
+            self._version += 1
+            self._cache = None
 
-        max_iters = integer(max_iters, "max_iters", minimum=0)
-        B = min(self.num_data, integer(self.batch_size if batch_size is None else batch_size, "batch_size"))
-        natgrad_step = fraction(natgrad_step, "natgrad_step")
-        local_step = fraction(local_step, "local_step")
-        learning_rate = positive_number(learning_rate, "learning_rate")
-        if final_learning_rate is None:
-            final_learning_rate = learning_rate / 4.0
-        if final_natgrad_step is None:
-            final_natgrad_step = float(natgrad_step)
-        final_learning_rate = positive_number(final_learning_rate, "final_learning_rate")
-        final_natgrad_step = fraction(final_natgrad_step, "final_natgrad_step")
-        rho_decay = 1.0 if final_natgrad_step is None or max_iters < 2 else \
-            (float(final_natgrad_step) / float(natgrad_step)) ** (1.0 / (max_iters - 1))
-        decay = 1.0 if final_learning_rate is None or max_iters < 2 else \
-            (final_learning_rate / learning_rate) ** (1.0 / (max_iters - 1))
-        b1, b2 = (float(b) for b in betas)
-        if not (0 <= b1 < 1 and 0 <= b2 < 1):
-            raise ConfigurationError(f"Expected betas in [0, 1), got {betas!r} instead.")
-        local_iters = integer(local_iters, "local_iters")
-        if positive_steps not in ("log", "free"):
-            raise ConfigurationError(f"Expected positive_steps 'log' or 'free', got {positive_steps!r} instead.")
-        if local_optimizer not in ("natgrad", "adam"):
-            raise ConfigurationError(f"Expected local_optimizer 'natgrad' or 'adam', got {local_optimizer!r} instead.")
-        local_adam = local_optimizer == "adam"
-        local_lr = positive_number(0.5 if local_learning_rate is None else local_learning_rate, "local_learning_rate")
-        if local_adam:  # per-row Adam moments: twice the size of the local parameters, for this fit only
-            a1 = np.zeros((self.num_data, 2 * self.latent_dim))
-            a2 = np.zeros_like(a1)
-            t_loc = np.zeros(self.num_data, dtype=np.int64)
-        rng = np.random.default_rng(self.seed if seed is None else seed)
-        warm_up = min(int(self.warm_up_iters if warm_up_iters is None else warm_up_iters), int(max_iters) // 2)
-        held = [n for n in warm_up_fixed if n in self.parameter_names and n not in self.fixed]
+    @staticmethod
+    def local_natural_step(mu, S, gmu, gS, rho, move_mu=True, move_S=True):
+        """One natural-gradient step of size rho on the rows' q(x_n) (module docstring); (mu, S) (B, Q)."""
+        return _local_natgrad(mu, S, gmu, gS, rho, move_mu, move_S)
 
-        self.begin_fit()
-        gp = self._global_packer
-        fixed = self.fixed
-        natgrad_q = "q_mu" not in fixed and "q_sqrt" not in fixed
-        adam_names = [s.name for s in self._global_specs if s.name not in fixed
-                      and not (natgrad_q and s.name in ("q_mu", "q_sqrt"))]
-        adam_mask = gp.mask(adam_names)
-        held_mask = gp.mask([n for n in held if n in adam_names])
-        move_mu = "X_mean" not in fixed
-        move_S = "X_variance" not in fixed
-        log_steps = _LogSteps(gp) if positive_steps == "log" else None
-        m1 = np.zeros(gp.size)
-        m2 = np.zeros(gp.size)
-        history = []
-        recent = []
-        t0 = time.perf_counter()
-        paused = 0.0
-        iteration = 0
-        stopped = False
-        window = max(1, int(math.ceil(self.num_data / B)))
-        with single_blas_thread():
-            for it in range(1, int(max_iters) + 1):
-                if stop is not None and stop.is_set():
-                    stopped = True
-                    break
-                idx = np.sort(rng.choice(self.num_data, B, replace=False))
-                with self._lock:
-                    xg = self._free[self._global_index].copy()
-                    mu_v, s_v = self._local_views()
-                    mu = mu_v[idx].copy()
-                    s = s_v[idx].copy()
-                values = gp.unpack(xg)
-                S = POSITIVE.forward(s)
-                Yb = self._read(idx)
-                if local_iters > 1 and not local_adam and (move_mu or move_S):
-                    mu, S = self._local_presteps(values, Yb, mu, S, local_iters - 1, float(local_step),
-                                                 move_mu, move_S)
-                    s = POSITIVE.inverse(np.maximum(S, 2.0 * POSITIVE.lower))
-                value, grads, gmu, gS, (Lam_t, eta_t) = self._minibatch(values, idx, mu, S, Yb)
-                g = gp.pack_gradient(xg, grads)
-                if log_steps is not None:
-                    g = log_steps.gradient(xg, g)
-                if not (math.isfinite(value) and np.all(np.isfinite(g[adam_mask]))):
-                    from ..errors import OptimizationError
-
-                    raise OptimizationError(
-                        f"SVI met a non-finite minibatch bound or gradient at iteration {it}; the model was left "
-                        "at the previous iterate. Try standardising the data, a smaller learning_rate or "
-                        "natgrad_step, or fewer inducing points.")
-                # globals: Adam (maximising), the held ones only during the warm-up
-                mask = adam_mask & ~held_mask if it <= warm_up else adam_mask
-                m1[mask] = b1 * m1[mask] + (1 - b1) * g[mask]
-                m2[mask] = b2 * m2[mask] + (1 - b2) * g[mask] ** 2
-                step = learning_rate * decay ** (it - 1) * (m1 / (1 - b1 ** it)) / (np.sqrt(m2 / (1 - b2 ** it)) + eps)
-                if log_steps is not None:
-                    x_new = log_steps.move(xg, step, mask)
-                else:
-                    x_new = xg.copy()
-                    x_new[mask] += step[mask]
-                new_values = gp.unpack(x_new)
-                # q(u): natural-gradient step towards the minibatch optimum
-                if natgrad_q:
-                    rho = 1.0 if it == 1 else float(natgrad_step) * rho_decay ** (it - 1)
-                    Lam, eta = _to_natural(values["q_mu"], values["q_sqrt"])
-                    q_mu, R = _from_natural((1 - rho) * Lam + rho * Lam_t, (1 - rho) * eta + rho * eta_t)
-                    new_values["q_mu"], new_values["q_sqrt"] = q_mu, R
-                    x_new = gp.pack(new_values)
-                # the minibatch's q(x_n): a step on each row's own term
-                if local_adam:
-                    gl = np.concatenate([gmu - mu, (gS - 0.5 * (1.0 - 1.0 / S)) * POSITIVE.grad_factor(s)], axis=1)
-                    t_loc[idx] += 1
-                    tb = t_loc[idx][:, None].astype(float)
-                    a1[idx] = b1 * a1[idx] + (1 - b1) * gl
-                    a2[idx] = b2 * a2[idx] + (1 - b2) * gl * gl
-                    d = local_lr * decay ** (it - 1) * (a1[idx] / (1 - b1 ** tb)) / (np.sqrt(a2[idx] / (1 - b2 ** tb)) + eps)
-                    Q = self.latent_dim
-                    mu_new = mu + d[:, :Q] if move_mu else mu
-                    S_new = POSITIVE.forward(s + d[:, Q:]) if move_S else S
-                else:
-                    mu_new, S_new = _local_natgrad(mu, S, gmu, gS, float(local_step), move_mu, move_S)
-                with self._lock:
-                    self._free[self._global_index] = x_new
-                    mu_v, s_v = self._local_views()
-                    mu_v[idx] = mu_new
-                    s_v[idx] = POSITIVE.inverse(np.maximum(S_new, 2.0 * POSITIVE.lower))
-                    self._version += 1
-                    self._cache = None
-                iteration = it
-                elapsed = time.perf_counter() - t0 - paused
-                history.append((it, value, elapsed))
-                recent.append(value)
-                if len(recent) > window:
-                    recent.pop(0)
-                if callback is not None:
-                    state = self.snapshot_state()
-                    callback(Snapshot(
-                        iteration=it, objective=value, grad_norm=float(np.linalg.norm(g[adam_mask])),
-                        elapsed=elapsed, parameters=state["parameters"], X_mean=state["X_mean"],
-                        X_variance=state["X_variance"], relevance=state["relevance"], n_evaluations=it,
-                        optimizer="svi"))
-                if pause is not None and pause.is_set():
-                    began = time.perf_counter()
-                    while pause.is_set() and not (stop is not None and stop.is_set()):
-                        if stop is not None:
-                            stop.wait(0.05)
-                        else:
-                            time.sleep(0.05)
-                    paused += time.perf_counter() - began
-                if stop is not None and stop.is_set():
-                    stopped = True
-                    break
-        if evaluate_final and not stopped:
-            objective = self.objective()
-        else:
-            objective = float(np.mean(recent)) if recent else (self.objective() if evaluate_final else math.nan)
-        message = (f"Stopped on request after {iteration} iterations." if stopped
-                   else f"Stopped after max_iters={max_iters} SVI iterations (SVI has no convergence test).")
-        return FitResult(objective=float(objective), iterations=iteration, n_evaluations=iteration,
-                         elapsed=time.perf_counter() - t0 - paused, stopped=stopped, converged=False,
-                         message=message, history=history)
+    @staticmethod
+    def q_u_natural_step(values, rho, target):
+        """(q_mu, q_sqrt) after a natural-gradient step of size rho from ``values``' q(u) towards
+        ``target`` = (Lambda, eta), the natural parameters of a minibatch's optimal q(u)."""
+        Lam, eta = _to_natural(values["q_mu"], values["q_sqrt"])
+        return _from_natural((1 - rho) * Lam + rho * target[0], (1 - rho) * eta + rho * target[1])
 
     # ---- prediction -----------------------------------------------------------------
     def _cache_values(self) -> dict:
@@ -923,23 +602,6 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         return self._cached(build, key="predictor")
 
     # ---- projection of new rows ---------------------------------------------------------
-    def nearest_rows(self, Yc, mask, count):
-        """Indices (n, count) of the training rows nearest to each new row on its observed entries (chunked)."""
-        n = Yc.shape[0]
-        count = int(min(max(1, count), self.num_data))
-        mf = mask.astype(float)
-        best_d = np.full((n, 0), np.inf)
-        best_i = np.zeros((n, 0), dtype=np.intp)
-        for a, b in self._chunks():
-            T = self._read((a, b))
-            dist = mf @ (T * T).T - 2.0 * (Yc * mf) @ T.T
-            d = np.concatenate([best_d, dist], axis=1)
-            i = np.concatenate([best_i, np.broadcast_to(np.arange(a, b), (n, b - a))], axis=1)
-            keep = np.argsort(d, axis=1, kind="stable")[:, :count]
-            best_d = np.take_along_axis(d, keep, axis=1)
-            best_i = np.take_along_axis(i, keep, axis=1)
-        return best_i
-
     def projection_problem(self, Yc, mask):
         """q(x*) of new rows with every global parameter fixed: each row's own bound
         E_q(x*) q(u)[log p(y*_O | f)] - KL(q(x*) || N(0, I)) over its observed entries O

@@ -203,7 +203,7 @@ def test_svi_training_in_the_worker_reports_epochs():
     assert progress and progress[-1].iteration == 25
     assert progress[-1].epoch == pytest.approx(2.5)
     assert all(e.epoch == pytest.approx(e.iteration * 0.1) for e in progress)
-    assert isinstance([e for e in events if isinstance(e, ResultEvent)][-1].result.model.data, np.ndarray)
+    assert isinstance([e for e in events if isinstance(e, ResultEvent)][-1].result.model.source.data, np.ndarray)
 
 
 def test_progress_text_shows_epochs_and_an_eta():

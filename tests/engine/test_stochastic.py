@@ -171,7 +171,7 @@ def test_memmap_input_is_read_only_by_minibatch_rows(tmp_path):
     assert _READS["whole"] == 0
     built = _READS["rows"]
     assert built <= 2 * n + 1024  # the mean/scatter pass, the PCA scores and q(u)'s starting sample
-    assert m.data is Ym  # never copied
+    assert m.source.data is Ym  # never copied
     _READS.update(rows=0, whole=0)
     iters = 25
     engine.fit(m, optimizer="svi", max_iters=iters, evaluate_final=False)
@@ -350,16 +350,16 @@ def test_unknown_positive_steps_is_refused_before_anything_moves():
 
 
 def test_log_coordinate_gradient_matches_finite_differences():
-    from engine.models.stochastic import _LogSteps
+    from engine.svi import LogSteps
     from engine.transforms import LENGTHSCALE
 
     m = _model()
     m.set_parameters(lengthscales=np.array([0.7, 3.0]), noise_variance=0.05, variance=1.3)
     rows = np.array([41, 3, 17, 8, 30, 59, 22, 11, 5, 47])
     _, grads = m.minibatch_objective(rows, gradients=True)
-    gp = m._global_packer
-    xg = m.get_free()[m._global_index]
-    g_log = _LogSteps(gp).gradient(xg, gp.pack_gradient(xg, grads))  # flat, log coordinates
+    gp = m.global_packer
+    xg = gp.pack(m.parameters)
+    g_log = LogSteps(gp).gradient(xg, gp.pack_gradient(xg, grads))  # flat, log coordinates
     for name, lower in (("lengthscales", LENGTHSCALE.lower), ("noise_variance", 1e-8), ("variance", 1e-8)):
         base = np.asarray(m.parameters[name], dtype=float)
         direction = np.random.default_rng(3).standard_normal(base.shape)
@@ -369,14 +369,19 @@ def test_log_coordinate_gradient_matches_finite_differences():
             out.append(m.minibatch_objective(rows))
         m.set_parameters(**{name: base})
         numeric = (out[0] - out[1]) / (2 * h)
-        analytic = float(np.sum(g_log[gp._slices[name]] * np.ravel(direction)))
+        analytic = float(np.sum(g_log[gp.slice(name)] * np.ravel(direction)))
         assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-6), name
 
 
 def test_natural_gradient_steps_of_q_u_follow_the_step_rule():
     """Rows and globals held: q(u)'s natural parameters after three minibatches are
     t1 (first step: rho = 1), then (1 - rho) * previous + rho * t_k, rho constant by default."""
-    from engine.models.stochastic import _to_natural, optimal_q
+    from engine.models.stochastic import optimal_q
+
+    def natural(q_mu, q_sqrt):  # (S^-1, S^-1 m) of q(v) = N(m, R R^T)
+        R = np.tril(q_sqrt)
+        Lam = np.linalg.inv(R @ R.T)
+        return Lam, Lam @ q_mu
 
     m = _model()
     _only_free(m, "q_mu", "q_sqrt")
@@ -384,16 +389,17 @@ def test_natural_gradient_steps_of_q_u_follow_the_step_rule():
     values = m.parameters
     kern, Z, beta = m.kernel, values["Z"], 1.0 / float(values["noise_variance"])
     m.begin_fit()
-    L = m._factor(kern, Z)
+    L = np.linalg.cholesky(kern.K(Z) + m.jitter * np.eye(Z.shape[0]))
+    Yc = _data() - m.Y_mean
     rng = np.random.default_rng(m.seed)
     expected = None
-    for _ in range(3):
+    for _ in range(3):  # the minibatches SVI draws: B rows without replacement from the model's seed
         idx = np.sort(rng.choice(N, B, replace=False))
-        stats = m._batch_stats(kern, Z, idx, values["X_mean"][idx], values["X_variance"][idx], N / B)[0]
-        target = _to_natural(*optimal_q(L, stats.P, stats.Psi2, beta))
+        st = engine.psi.compute(kern, Z, values["X_mean"][idx], values["X_variance"][idx])
+        target = natural(*optimal_q(L, N / B * st.Psi1.T @ Yc[idx], N / B * st.Psi2, beta))
         expected = target if expected is None else tuple((1 - rho) * e + rho * t for e, t in zip(expected, target))
     engine.fit(m, optimizer="svi", max_iters=3, natgrad_step=rho)
-    got = _to_natural(m.parameters["q_mu"], m.parameters["q_sqrt"])
+    got = natural(m.parameters["q_mu"], m.parameters["q_sqrt"])
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8 * np.max(np.abs(b)))
 
