@@ -125,14 +125,16 @@ class Predictor:
         return a, None
 
     def covariance_correction(self, group: PredictorGroup) -> np.ndarray:
-        """Kmm^-1 - Sigma of a group, (M, M) symmetric: the collapsed models' L^-T (I - B^-1) L^-1
-        (whitened, no difference of two large inverses), else chol_inverse(L) - Rw Rw^T."""
+        """Kmm^-1 - Sigma of a group, (M, M) symmetric, whitened (no difference of two large inverses):
+        the collapsed models' L^-T (I - B^-1) L^-1, the explicit q(u)'s L^-T (I - R R^T) L^-1
+        (R = L^T Rw), the exact GP-LVM's (K + noise I)^-1."""
+        eye = np.eye(group.L.shape[0])
         if group.LB is not None:
-            return _unwhiten_both(group.L, np.eye(group.L.shape[0]) - chol_inverse(group.LB))
-        G = chol_inverse(group.L)
+            return _unwhiten_both(group.L, eye - chol_inverse(group.LB))
         if group.Rw is not None:
-            G = G - group.Rw @ group.Rw.T
-        return G
+            R = group.L.T @ group.Rw
+            return _unwhiten_both(group.L, eye - R @ R.T)
+        return chol_inverse(group.L)
 
     # ---- moments ----------------------------------------------------------------------------
     def _check(self, Xnew, Xnew_variance):

@@ -480,10 +480,15 @@ class LatentVariableModel:
 
     # ---- latent geometry (engine.geometry) ----------------------------------------------
     def _geometry_maps(self, values) -> list:
-        """[(kernel, Z, [(cols, alpha, Sigma)])]: the posterior of the mapping (engine.geometry)."""
-        raise UnsupportedOperationError(
-            f"{type(self).__name__} has no latent metric: it is defined for the GP-LVM, the sparse, Bayesian, "
-            "dynamical and stochastic GP-LVMs and MRD (a deep GP's composed layers are not covered).")
+        """[(kernel, Z, [(cols, alpha, Sigma)])]: the posterior of the mapping (engine.geometry), from the
+        model's :class:`~engine.predictor.Predictor` (Sigma = Kmm^-1 - its posterior covariance term)."""
+        predictor = self.predictor()
+        if predictor is None:
+            raise UnsupportedOperationError(
+                f"{type(self).__name__} has no latent metric: it is defined for the GP-LVM, the sparse, Bayesian, "
+                "dynamical and stochastic GP-LVMs and MRD (a deep GP's composed layers are not covered).")
+        groups = [(g.cols, g.alpha, predictor.covariance_correction(g)) for g in predictor.groups]
+        return [(predictor.kernel, predictor.centres, groups)]
 
     def geometry(self):
         """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters

@@ -321,13 +321,6 @@ class CollapsedModel(LatentVariableModel):
         cached until the parameters change."""
         return self._cached(self._posteriors_at)
 
-    def _geometry_maps(self, values):
-        # cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - W^-1) k(Z, b), Kmm^-1 - W^-1 = L^-T (I - B^-1) L^-1
-        eye = np.eye(values["Z"].shape[0])
-        groups = [(cols, post.alpha, _unwhiten_both(post.L, eye - chol_inverse(post.LB)))
-                  for cols, post in self.posteriors()]
-        return [(self.kernel_at(values), values["Z"], groups)]
-
     def posterior(self) -> CollapsedPosterior:
         """Factors of q(u) at the current parameters (models trained on complete data)."""
         groups = self.posteriors()

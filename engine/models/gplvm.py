@@ -89,11 +89,6 @@ class GPLVM(LatentVariableModel):
     def posterior(self) -> ExactPosterior:
         return self._cached(lambda values: self._factor(values)[1])
 
-    def _geometry_maps(self, values):
-        # cov(f(a), f(b)) = k(a, b) - k(a, X) (K + sigma^2 I)^-1 k(X, b)
-        post = self.posterior()
-        return [(self.kernel_at(values), post.X, [(slice(None), post.alpha, chol_inverse(post.L))])]
-
     @blas_pinned
     def predictor(self) -> Predictor:
         """The :class:`~engine.predictor.Predictor` of the exact posterior: mean k*N (K + sigma^2 I)^-1 Y,
