@@ -52,6 +52,7 @@ import scipy.sparse.csgraph
 import scipy.sparse.linalg
 from scipy.spatial.distance import cdist
 
+from ._threads import blas_pinned
 from .errors import ConfigurationError, ShapeError
 from .validation import integer, real_matrix
 
@@ -90,6 +91,7 @@ class IsomapConnectivityWarning(UserWarning):
     """The Isomap neighbour graph was disconnected and has been joined."""
 
 
+@blas_pinned
 def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
     """Initial latent positions ``X (N, Q)`` for data ``Y (N, D)``.
 
@@ -150,6 +152,7 @@ def initial_latents(Y, latent_dim, method="pca", seed=0, n_neighbors=10):
     return _finish(scores, Q, rng)
 
 
+@blas_pinned
 def pca_variance_fractions(Y, latent_dim):
     """Variance of each of the top ``latent_dim`` principal components over the largest one, (Q,).
 

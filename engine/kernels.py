@@ -28,6 +28,7 @@ import numpy as np
 
 from . import _kernel_loops as _loops
 from .errors import ConfigurationError, ShapeError
+from .linalg import rows_dot
 from .transforms import POSITIVE, ParameterSpec
 from .validation import integer
 
@@ -523,11 +524,11 @@ class Linear(Kernel):
             # A @ A.T goes to BLAS syrk: half the work and an exactly symmetric result
             XS = X * np.sqrt(self._variances)
             return XS @ XS.T
-        return (X * self._variances) @ X2.T
+        return rows_dot(X * self._variances, X2.T)  # row by row: a point's k does not depend on the others
 
     def K_diag(self, X):
         X = _as_inputs(X, self.input_dim)
-        return (X * X) @ self._variances
+        return np.einsum("nq,q->n", X * X, self._variances)
 
     def _pack(self, g):
         return g if self.ard else float(np.sum(g))
@@ -547,7 +548,7 @@ class Linear(Kernel):
         v = self._variances
         if X2 is None:
             return (G @ X + G.T @ X) * v
-        return (G @ X2) * v
+        return rows_dot(G, X2) * v
 
     def grad_X_diag(self, dL_dKdiag, X):
         g, X = self._diag_inputs(dL_dKdiag, X)
@@ -587,7 +588,7 @@ class MLP(Kernel):
         x2x2 = xx if sym else np.einsum("ij,ij->i", X2, X2)
         d1 = w * xx + b + 1.0  # (N,)
         d2 = w * x2x2 + b + 1.0  # (N2,)
-        inner = X @ X2.T  # (N, N2)
+        inner = X @ X2.T if sym else rows_dot(X, X2.T)  # (N, N2); a cross term row by row
         rs = np.outer(1.0 / np.sqrt(d1), 1.0 / np.sqrt(d2))  # (N, N2)
         s = w * inner
         s += b
@@ -644,7 +645,7 @@ class MLP(Kernel):
         Ars = A * rs
         As = A * s
         # first slot: ds/dx_i = w x'_j rs - s w x_i / d1_i
-        grad = w * (Ars @ X2) - (w * As.sum(axis=1) / d1)[:, None] * X
+        grad = w * (Ars @ X2 if X2in is None else rows_dot(Ars, X2)) - (w * As.sum(axis=1) / d1)[:, None] * X
         if X2in is None:
             # second slot: ds/dx'_j = w x_i rs - s w x'_j / d2_j, here x' = x
             grad += w * (Ars.T @ X) - (w * As.sum(axis=0) / d2)[:, None] * X

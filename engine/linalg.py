@@ -19,7 +19,7 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.linalg import lapack
 
-from ._jit import JIT, njit
+from ._jit import JIT, STRICT, njit
 from .errors import NumericalError
 
 logger = logging.getLogger(__name__)
@@ -125,13 +125,39 @@ def lower_inverse(L: np.ndarray) -> np.ndarray:
     return sla.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
 
 
-# ---- batched over a leading axis of n small matrices ----------------------------------
+# ---- batched over a leading axis of n rows or n small matrices ----------------------------
+# Row by row: row i of each result depends on row i of the inputs alone, bit for bit, whatever
+# the other rows are (one BLAS call per slice, of the same shape for every n; a GEMM over all
+# rows would give a row other bits in another batch).  The projection of new data needs it: a
+# row's iterates must not depend on the rows projected with it.
+
+
+@njit(**STRICT)
+def _rows_dot(A, B, out):
+    """out[i] = A[i] @ B, summed over k in order for every row (no fast-math reordering)."""
+    n, K = A.shape
+    P = B.shape[1]
+    for i in range(n):
+        for p in range(P):
+            out[i, p] = 0.0
+        for k in range(K):
+            a = A[i, k]
+            for p in range(P):
+                out[i, p] += a * B[k, p]
+
+
+def rows_dot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """A (n, K) @ B (K, P), (n, P), computed row by row (see above)."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    out = np.empty((A.shape[0], B.shape[1]))
+    _rows_dot(A, B, out)
+    return out
 
 
 def sandwich(Lt: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Lt X_n Lt^T for every symmetric (M, M) slice of X (n, M, M); Lt (M, M)."""
-    n, M = X.shape[:2]
-    XLt = (X.reshape(n * M, M) @ Lt.T).reshape(n, M, M)  # X_n Lt^T, one GEMM
+    """Lt X_n Lt^T for every symmetric (M, M) slice of X (n, M, M); Lt (M, M); slice by slice."""
+    XLt = np.matmul(X, Lt.T)  # X_n Lt^T
     return np.matmul(XLt.transpose(0, 2, 1), Lt.T)  # (X_n Lt^T)^T Lt^T = Lt X_n Lt^T for symmetric X_n
 
 

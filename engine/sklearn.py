@@ -13,7 +13,6 @@ this is the only module of the package that imports it.  The engine itself
 from __future__ import annotations
 
 import numbers
-import threading
 
 import numpy as np
 

@@ -1,4 +1,5 @@
-"""The row sums of the collapsed bound over one block of rows: what every backend computes.
+"""The row sums of the collapsed bound over one block of rows: what every backend computes, and how
+the blocks' sums are added (in chunk order: the same bits on every backend for the same chunks).
 
 A block holds the centred outputs Y (n, D) and, with missing outputs, the
 weights W (n, G) (1.0 where column group g observes row n).  Its latents are
@@ -16,6 +17,40 @@ from __future__ import annotations
 import numpy as np
 
 from .. import psi
+
+#: Rows per chunk of the row sums when a backend is given no ``chunks``: the collapsed models'
+#: local default, and what fixes the order of every sum over rows (see :func:`sum_forward`).
+ROW_CHUNK = 4096
+
+
+def chunk_bounds(N: int, size: int | None) -> list:
+    """Row ranges (start, stop) of consecutive chunks of ``size`` rows (``ROW_CHUNK`` when None)."""
+    size = ROW_CHUNK if size is None else int(size)
+    return [(a, min(a + size, N)) for a in range(0, N, size)]
+
+
+def sum_forward(parts) -> tuple:
+    """(psi0, P, Psi2) summed over the chunks' statistics in chunk order (one order for every backend)."""
+    psi0 = np.array(parts[0][0], dtype=float, copy=True)
+    P = np.array(parts[0][1], dtype=float, copy=True)
+    Psi2 = np.array(parts[0][2], dtype=float, copy=True)
+    for p0, Pc, P2 in parts[1:]:
+        psi0 += p0
+        P += Pc
+        Psi2 += P2
+    return (float(psi0) if psi0.ndim == 0 else psi0), P, Psi2
+
+
+def sum_backward(parts) -> psi.PsiGradients:
+    """The chunks' PsiGradients: parameter and Z gradients summed in chunk order, per-row ones concatenated."""
+    params = {k: np.array(v, dtype=float, copy=True) for k, v in parts[0].params.items()}
+    dZ = np.array(parts[0].Z, dtype=float, copy=True)
+    for g in parts[1:]:
+        for k in params:
+            params[k] = params[k] + g.params[k]
+        dZ += g.Z
+    dS = None if parts[0].S is None else np.concatenate([g.S for g in parts])
+    return psi.PsiGradients(params, dZ, np.concatenate([g.mu for g in parts]), dS)
 
 
 def forward(Y, W, kernel, Z, mu, S):

@@ -18,10 +18,15 @@ Knm^T Knm) and, with missing outputs, per column group: the groups' row
 weights W (N, G) travel with Y at setup, psi0 and Psi2 and their cotangents
 are then (G,) and (G, M, M) (:mod:`engine.backends._rows`).
 
-Partial results are reduced here in chunk order, so the bound and its
-gradients do not depend on which worker ran what, and equal the local
-backend's up to the rounding of a different summation order (~1e-15
-relative).  Per evaluation the traffic is O(N Q) for the latents plus
+Partial results are reduced here in chunk order by the same code as the
+local backend's (:func:`engine.backends._rows.sum_forward`), and a chunk's
+statistics are the same function of its rows on a worker as here (BLAS held
+to one thread there too): with the same ``chunks`` the bound and every
+gradient equal :class:`engine.backends.LocalBackend`'s bit for bit, whatever
+the number of workers and whichever worker ran what.  The default chunking
+is the local one (``engine.backends.ROW_CHUNK`` rows), so by default they
+equal the model's without a backend; other chunks differ from it by the
+rounding of another summation order (~1e-15 relative).  Per evaluation the traffic is O(N Q) for the latents plus
 O(chunks (M^2 + M D)) for the partial sums; Y (N D) never travels again.
 
 If a worker dies, the tasks on it are rerun elsewhere by the scheduler; a
@@ -36,12 +41,15 @@ and are imported only when a DaskBackend is set up.
 from __future__ import annotations
 
 import logging
-import math
+import os
 
 import numpy as np
 
+from .. import psi
+from .._threads import blas_pinned
 from ..errors import ConfigurationError, EngineError
 from ..validation import integer
+from . import _rows
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +77,7 @@ class _Block:
         return _Block, (self.Y, self.W)
 
 
+@blas_pinned
 def _chunk_forward(block, kernel, Z, mu, S):
     """(psi0, P (M, D), Psi2) of one chunk of rows (:func:`engine.backends._rows.forward`).
 
@@ -77,20 +86,15 @@ def _chunk_forward(block, kernel, Z, mu, S):
     holds its own until its backward pass (O(n M) floats for its n rows, as the local
     backend holds for all N; a backward pass at other arguments recomputes it).
     """
-    from .. import psi
-    from . import _rows
-
     psi.restore_forward(None)
     stats = _rows.forward(block.Y, block.W, kernel, Z, mu, S)
     block.kept = psi.take_forward()
     return stats
 
 
+@blas_pinned
 def _chunk_backward(block, kernel, Z, mu, S, dpsi0, dP, dPsi2):
     """engine.psi.PsiGradients of one chunk: per-row mu (and S) gradients, parameter and Z sums."""
-    from .. import psi
-    from . import _rows
-
     kept, block.kept = block.kept, None
     psi.restore_forward(kept)
     try:
@@ -100,8 +104,6 @@ def _chunk_backward(block, kernel, Z, mu, S, dpsi0, dP, dPsi2):
 
 
 def _worker_pid():
-    import os
-
     return os.getpid()
 
 
@@ -114,9 +116,10 @@ class DaskBackend:
     ``engine.BayesianGPLVM(Y, ..., backend=engine.DaskBackend(client))``.
 
     client : a ``distributed.Client``.
-    chunks : rows per chunk (int), or None for two chunks per worker present at
-        :meth:`setup` (at least 1 row each).  The chunking is fixed at setup and
-        fixes the summation order.
+    chunks : rows per chunk (int), or None for the local backend's
+        (``engine.backends.ROW_CHUNK``).  The chunking is fixed at setup and fixes the
+        summation order (the chunks are spread over the workers present at
+        :meth:`setup`; with fewer chunks than workers some workers hold none).
     timeout : seconds one evaluation may wait for the cluster before
         :class:`DaskBackendError` (None: no limit).
     retries : how many times an evaluation is retried after lost workers or
@@ -148,9 +151,7 @@ class DaskBackend:
             if weights.ndim != 2 or weights.shape[0] != Y.shape[0]:
                 raise ConfigurationError(f"Expected weights of shape ({Y.shape[0]}, G), got {weights.shape} instead.")
         workers = self._workers()
-        N = Y.shape[0]
-        size = self.chunks or max(1, math.ceil(N / (2 * len(workers))))
-        self._bounds = [(a, min(a + size, N)) for a in range(0, N, size)]
+        self._bounds = _rows.chunk_bounds(Y.shape[0], self.chunks)
         self._Y = Y
         self._W = weights
         self._homes = [workers[i % len(workers)] for i in range(len(self._bounds))]
@@ -234,34 +235,17 @@ class DaskBackend:
         """(psi0, P = Psi1^T Y (M, D), Psi2 (M, M)), summed over the chunks in order; per column
         group (psi0 (G,), Psi2 (G, M, M)) when set up with weights; S None: points (sparse GP-LVM)."""
         Z = np.ascontiguousarray(Z, dtype=np.float64)
-        parts = self._map(_chunk_forward, (kernel, Z), mu, S)
-        psi0 = np.array(parts[0][0], dtype=float, copy=True)
-        P = np.array(parts[0][1], dtype=float, copy=True)
-        Psi2 = np.array(parts[0][2], dtype=float, copy=True)
-        for p0, Pc, P2 in parts[1:]:
-            psi0 += p0
-            P += Pc
-            Psi2 += P2
-        return (float(psi0) if psi0.ndim == 0 else psi0), P, Psi2
+        return _rows.sum_forward(self._map(_chunk_forward, (kernel, Z), mu, S))
 
     def backward(self, kernel, Z, mu, S, dpsi0, dP, dPsi2):
         """engine.psi.PsiGradients of dpsi0 psi0 + <dP, Psi1^T Y> + <dPsi2, Psi2> (summed over the groups
         when set up with weights): per-row mu and S gradients concatenated (S: None for points),
         kernel-parameter and Z gradients summed in chunk order."""
-        from .. import psi
-
         Z = np.ascontiguousarray(Z, dtype=np.float64)
         dpsi0 = float(dpsi0) if np.ndim(dpsi0) == 0 else np.ascontiguousarray(dpsi0, dtype=np.float64)
-        parts = self._map(_chunk_backward, (kernel, Z), mu, S, dpsi0, np.ascontiguousarray(dP, dtype=np.float64),
-                          np.ascontiguousarray(dPsi2, dtype=np.float64))
-        params = {k: np.array(v, dtype=float, copy=True) for k, v in parts[0].params.items()}
-        dZ = np.array(parts[0].Z, dtype=float, copy=True)
-        for g in parts[1:]:
-            for k in params:
-                params[k] = params[k] + g.params[k]
-            dZ += g.Z
-        dS = None if parts[0].S is None else np.concatenate([g.S for g in parts])
-        return psi.PsiGradients(params, dZ, np.concatenate([g.mu for g in parts]), dS)
+        return _rows.sum_backward(self._map(_chunk_backward, (kernel, Z), mu, S, dpsi0,
+                                            np.ascontiguousarray(dP, dtype=np.float64),
+                                            np.ascontiguousarray(dPsi2, dtype=np.float64)))
 
     def close(self) -> None:
         """Release the scattered data (the client stays open)."""

@@ -20,7 +20,7 @@ from ..errors import ConfigurationError, ParameterError, ShapeError, Unsupported
 from ..infer import LatentInference, infer_latent
 from ..init import initial_latents
 from ..likelihoods import likelihood_name
-from ..linalg import escalate_jitter
+from ..linalg import escalate_jitter, rows_dot
 from ..predictor import Predictor
 from ..transforms import IDENTITY, LENGTHSCALE, POSITIVE, ParameterPacker, ParameterSpec
 from ..validation import integer, latent_points
@@ -77,11 +77,16 @@ class LatentVariableModel:
         """``class Sub(..., likelihoods_of=Base)``: ``Base(..., likelihood="bernoulli")`` builds a Sub.
 
         The non-Gaussian likelihoods of a model are served by a subclass in its
-        own module, which registers here; the base class never imports it.
+        own module, which registers here; the base class never imports it.  Every
+        model's constructor holds BLAS to one thread (its PCA start, Cholesky
+        factors ...): its numbers then do not depend on the BLAS thread count, which
+        other threads of the process (another session's fit) may change meanwhile.
         """
         super().__init_subclass__(**kwargs)
         if likelihoods_of is not None:
             likelihoods_of._non_gaussian_class = cls
+        if "__init__" in cls.__dict__:
+            cls.__init__ = blas_pinned(cls.__init__)
 
     def __new__(cls, *args, likelihood="gaussian", **kwargs):
         served = cls.__dict__.get("_non_gaussian_class")  # registered on exactly this class
@@ -89,6 +94,7 @@ class LatentVariableModel:
             return super().__new__(served)
         return super().__new__(cls)
 
+    @blas_pinned
     def __init__(self, Y, latent_dim, kernel, *, noise_variance=None, init="pca", observed=None, likelihood=None,
                  source=None):
         """``source``: where the model reads Y (:mod:`engine.models.data_source`); None: Y in memory
@@ -459,13 +465,14 @@ class LatentVariableModel:
         best_i = np.zeros((n, 0), dtype=np.intp)
         for a, b in self.source.chunks():
             T = self.source.read((a, b))  # centred (0 where a training entry is missing)
+            # row by row (engine.linalg.rows_dot): a new row's candidates never depend on the other new rows
             if self.observed is None:
                 # sum_O (t - y)^2 = sum_O t^2 - 2 sum_O t y + sum_O y^2; the last term is constant per row
-                dist = mf @ (T * T).T - 2.0 * Ym @ T.T
+                dist = rows_dot(mf, (T * T).T) - 2.0 * rows_dot(Ym, T.T)
             else:  # mean squared difference over the entries observed in both rows
                 To = np.asarray(self.observed[a:b], float)
-                both = mf @ To.T
-                dist = (mf @ (T * T).T - 2.0 * Ym @ T.T + (Ym * Ym) @ To.T) / np.maximum(both, 1.0)
+                both = rows_dot(mf, To.T)
+                dist = (rows_dot(mf, (T * T).T) - 2.0 * rows_dot(Ym, T.T) + rows_dot(Ym * Ym, To.T)) / np.maximum(both, 1.0)
                 dist[both == 0] = np.inf
             d = np.concatenate([best_d, dist], axis=1)
             i = np.concatenate([best_i, np.broadcast_to(np.arange(a, b), (n, b - a))], axis=1)

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import psi
 from ..bound import gaussian_kl
-from ..linalg import lower_inverse, sandwich, spd_inverses, spd_solves, tri_solve
+from ..linalg import lower_inverse, rows_dot, sandwich, spd_inverses, spd_solves, tri_solve
 from ..missing import observation_groups
 from ..psi.point import PointPsi
 from ..transforms import POSITIVE, ParameterSpec
@@ -147,10 +147,11 @@ class _ColumnGroup:
             self.mask_cols = np.ascontiguousarray(mask_f[:, self.cols])
         else:
             self.G = np.matmul(P[None, :, :] * mask_f[:, None, :], P.T)
-        self.trG = mask_f @ np.sum(P * P, axis=0)
+        # per new row, row by row (engine.linalg.rows_dot): a row's terms never depend on the other rows
+        self.trG = np.einsum("nd,d->n", mask_f, np.sum(P * P, axis=0))
         Yg = Yo * mask_f
         self.s = np.sum(Yg * Yg, axis=1)
-        self.h = Yg @ P.T
+        self.h = rows_dot(Yg, P.T)
 
 
 class CollapsedRowTerm:
@@ -207,7 +208,7 @@ class CollapsedRowTerm:
         """One column group's F_O(X, x*) - F_O(X) (r,), and its gradients w.r.t. Psi1 and Psi2."""
         M, beta = self.M, self.beta
         Dn, s, h = g.Dn[rows], g.s[rows], g.h[rows]
-        v = Psi1 @ g.Lwi.T  # (r, M)
+        v = rows_dot(Psi1, g.Lwi.T)  # (r, M)
         B = beta * sandwich(g.Lwi, Psi2)
         B[:, np.arange(M), np.arange(M)] += 1.0
         if g.use_R:
@@ -241,5 +242,5 @@ class CollapsedRowTerm:
         EPE += outer + outer.transpose(0, 2, 1) + s[:, None, None] * Ev[:, :, None] * Ev[:, None, :]
         dK = (-0.5 * beta * Dn)[:, None, None] * E - 0.5 * beta**3 * EPE
         dPsi2 = sandwich(g.Lwi.T, dK) + (0.5 * beta * Dn)[:, None, None] * g.Kinv
-        dPsi1 = (beta**2 * (Eh + s[:, None] * Ev)) @ g.Lwi
+        dPsi1 = rows_dot(beta**2 * (Eh + s[:, None] * Ev), g.Lwi)
         return value, dPsi1, dPsi2

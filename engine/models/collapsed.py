@@ -14,6 +14,7 @@ import numpy as np
 from .. import psi
 from .._threads import blas_pinned
 from .._cancel import checkpoint
+from ..backends.local import LocalBackend
 from ..bound import CollapsedPosterior, StatsBound, collapsed_bound_stats, collapsed_factors
 from ..errors import ConfigurationError, ShapeError, UnsupportedOperationError
 from ..imputation import candidate_rows, check_method, mixture_moments
@@ -108,23 +109,30 @@ class CollapsedModel(LatentVariableModel):
         With missing outputs it needs one weighted pass per evaluation, which the
         Bayesian GP-LVM's psi statistics offer only for some kernels
         (:func:`engine.psi.supports_grouped`); otherwise a ConfigurationError.
+        None: a :class:`~engine.backends.LocalBackend` wherever a backend could be
+        given (so that a DaskBackend adds the same chunks' sums in the same order),
+        else the model's own psi hooks.
         """
-        self.backend = backend
-        if backend is None:
-            return
-        if not (callable(getattr(backend, "setup", None)) and callable(getattr(backend, "forward", None))
-                and callable(getattr(backend, "backward", None))):
+        if backend is not None and not (callable(getattr(backend, "setup", None))
+                                        and callable(getattr(backend, "forward", None))
+                                        and callable(getattr(backend, "backward", None))):
             raise ConfigurationError(f"Expected backend to be an engine backend (e.g. engine.DaskBackend(client)), "
                                      f"got {type(backend).__name__} instead.")
-        if self.observed is None:
-            backend.setup(self.Y)
+        grouped_needed = self.observed is not None and "X_variance" in self.parameter_names
+        if grouped_needed and not self._grouped_psi(self._kernel):
+            if backend is not None:
+                raise ConfigurationError(
+                    f"Missing outputs with a backend need a kernel whose psi statistics have weighted sums "
+                    f"(RBF, alone or with Bias and White); got {self._kernel!r}. Drop backend= or use an RBF "
+                    "kernel.")
+            self.backend = None
             return
-        if "X_variance" in self.parameter_names and not self._grouped_psi(self._kernel):
-            raise ConfigurationError(
-                f"Missing outputs with a backend need a kernel whose psi statistics have weighted sums "
-                f"(RBF, alone or with Bias and White); got {self._kernel!r}. Drop backend= or use an RBF kernel.")
+        self.backend = LocalBackend() if backend is None else backend
+        if self.observed is None:
+            self.backend.setup(self.Y)
+            return
         W, _ = self._group_constants()
-        backend.setup(self.Y, weights=W)
+        self.backend.setup(self.Y, weights=W)
 
     def _backend_grads(self, g) -> dict:
         """A backend's PsiGradients keyed by parameter name."""

@@ -21,7 +21,7 @@ import copy
 import numpy as np
 
 from ..bound import gaussian_kl_rows
-from ..linalg import tri_solve
+from ..linalg import lower_inverse, rows_dot
 from ..transforms import POSITIVE
 
 LOG_2PI = np.log(2.0 * np.pi)
@@ -117,25 +117,33 @@ class PointProjection:
         self.Q = predictor.latent_dim
         self.Y = Y
         self.mask_f = mask.astype(float)
+        # per group: (group, L^-T, R (so that R^T k is the posterior term) or None), applied row by row
+        # (engine.linalg.rows_dot) so that a row's objective never depends on the other rows in the batch
+        self._factors = []
+        for g in predictor.groups:
+            R = lower_inverse(g.LW).T if g.LW is not None else g.Rw
+            self._factors.append((g, lower_inverse(g.L).T, R))
 
     def _terms(self, rows, X):
-        """Per group: (group, centred mean (r, D_g), variance (r,) with noise, residual (r, D_g), Dn (r,),
-        whitened a, b, clipped (r,) bool), and the kernel matrix Ks (r, M)."""
+        """Per group: (group, variance (r,) with noise, residual (r, D_g), Dn (r,), L^-1 k (r, M),
+        R^T k (r, M) or None, clipped (r,) bool); and the kernel matrix Ks (r, M)."""
         Ks = self.kern.K(X, self.centres)
         Kdiag = self.kern.K_diag(X)
         out = []
-        for g in self.predictor.groups:
-            a, b = self.predictor.whiten(g, Ks.T)
-            latent = Kdiag - np.sum(a * a, axis=0)
-            if b is not None:
-                latent = latent + np.sum(b * b, axis=0)
+        for g, LiT, R in self._factors:
+            a = rows_dot(Ks, LiT)
+            latent = Kdiag - np.sum(a * a, axis=1)
+            b = None
+            if R is not None:
+                b = rows_dot(Ks, R)
+                latent = latent + np.sum(b * b, axis=1)
             clipped = latent < 0
             var = np.where(clipped, 0.0, latent) + g.noise_variance
             if self.mean_only:
                 var = np.full_like(var, g.noise_variance)
                 clipped = np.ones_like(clipped)
             mf = self.mask_f[rows][:, g.cols]
-            res = mf * (self.Y[rows][:, g.cols] - Ks @ g.alpha)
+            res = mf * (self.Y[rows][:, g.cols] - rows_dot(Ks, g.alpha))
             out.append((g, var, res, mf.sum(axis=1), a, b, clipped))
         return out, Ks
 
@@ -154,15 +162,13 @@ class PointProjection:
             return value, None
         dKs = np.zeros_like(Ks)
         dvar_total = np.zeros(X.shape[0])
-        for g, var, res, Dn, a, b, clipped in terms:
+        for (g, var, res, Dn, a, b, clipped), (_, LiT, R) in zip(terms, self._factors):
             r2 = np.sum(res * res, axis=1)
             dvar = np.where(clipped, 0.0, -0.5 * Dn / var + 0.5 * r2 / var**2)
-            dvdk = -2.0 * tri_solve(g.L, a, trans=True)  # d|L^-1 k|^2 / dk = 2 L^-T a
-            if g.LW is not None:
-                dvdk += 2.0 * tri_solve(g.LW, b, trans=True)
-            elif g.Rw is not None:
-                dvdk += 2.0 * (g.Rw @ b)
-            dKs += (res / var[:, None]) @ g.alpha.T + dvar[:, None] * dvdk.T
+            dvdk = -2.0 * rows_dot(a, LiT.T)  # d|L^-1 k|^2 / dk = 2 L^-T L^-1 k
+            if b is not None:
+                dvdk += 2.0 * rows_dot(b, R.T)  # d|R^T k|^2 / dk = 2 R R^T k
+            dKs += rows_dot(res / var[:, None], g.alpha.T) + dvar[:, None] * dvdk
             dvar_total += dvar
         grad = self.kern.grad_X(dKs, X, self.centres) + self.kern.grad_X_diag(dvar_total, X) - X
         return value, grad

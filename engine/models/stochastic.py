@@ -58,7 +58,7 @@ from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..bound import cholesky_backward, gaussian_kl_rows
 from ..errors import ConfigurationError, ShapeError
-from ..linalg import FactorisationError, chol_inverse, cholesky, start_jitter, tri_solve, try_cholesky
+from ..linalg import FactorisationError, chol_inverse, cholesky, rows_dot, start_jitter, tri_solve, try_cholesky
 from ..predictor import Predictor, PredictorGroup
 from ..psi.point import PointPsi
 from ..transforms import POSITIVE, ParameterPacker, ParameterSpec
@@ -638,7 +638,7 @@ class _RowTerm:
         mf = mask.astype(float)
         self.Dn = mf.sum(axis=1)
         self.s = np.sum(Yc * Yc * mf, axis=1)
-        self.h = (Yc * mf) @ Mw.T  # (n, M)
+        self.h = rows_dot(Yc * mf, Mw.T)  # (n, M), row by row
         self.KmS = chol_inverse(L) - Rw @ Rw.T
         self.Mw = Mw
         self.mf = mf

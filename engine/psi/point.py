@@ -2,7 +2,9 @@
 
 What the projection of new rows (one q(x*_n) per row) and predictions at
 uncertain inputs need: per-point statistics and their gradients w.r.t. each
-point's mean and variance, batched in numpy over the n points.  RBF, Linear,
+point's mean and variance, batched in numpy over the n points, row by row: a
+point's statistics and gradients do not depend, bit for bit, on the other
+points of the batch (:func:`engine.linalg.rows_dot`).  RBF, Linear,
 Bias and White have vectorised forms here; any other family registered in
 :mod:`engine.psi` is evaluated one point at a time through its own
 ``psi_stats`` / ``psi_gradients`` (the statistic of one point is the sum over
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..linalg import rows_dot
 from . import _parts, bias, linear, rbf, white
 
 
@@ -25,7 +28,7 @@ def _rbf_forward(params, Z, mu, S):
     shift = Z.mean(axis=0)
     Zc = Z - shift
     muc = mu - shift
-    n, M = mu.shape[0], Z.shape[0]
+    n = mu.shape[0]
     # Psi1
     b = 1.0 / (l + S)
     diff = muc[:, None, :] - Zc[None, :, :]  # (n, M, Q)
@@ -36,8 +39,8 @@ def _rbf_forward(params, Z, mu, S):
     Zl = Zc / np.sqrt(l)
     zz = np.sum(Zl * Zl, axis=1)
     Dz = 0.25 * (zz[:, None] + zz[None, :] - 2.0 * Zl @ Zl.T)
-    u = (a * muc) @ Zc.T  # (n, M)
-    w = a @ (Zc * Zc).T  # (n, M)
+    u = rows_dot(a * muc, Zc.T)  # (n, M)
+    w = rows_dot(a, (Zc * Zc).T)  # (n, M)
     c = np.sum(a * muc * muc, axis=1)
     log2 = 2.0 * np.log(var) - 0.5 * np.sum(np.log1p(2.0 * S / l), axis=1) - c
     edge = u - 0.25 * w  # (n, M)
@@ -55,17 +58,16 @@ def _rbf_backward(params, Z, mu, S, fw, G0, G1, G2):
     # Psi1: dlog/dmu = -b d, dlog/dS = -b/2 + b^2 d^2 / 2 with d = mu - z
     W1 = G1 * Psi1
     w = W1.sum(axis=1)
-    dmu = -b * (muc * w[:, None] - W1 @ Zc)
+    dmu = -b * (muc * w[:, None] - rows_dot(W1, Zc))
     dS = -0.5 * b * w[:, None] + 0.5 * b * b * np.einsum("nm,nmq->nq", W1, diff * diff)
     # Psi2: T = G2 * Psi2; dlog/dmu = -2 a (mu - zbar), dlog/dS = -a + 2 a^2 (mu - zbar)^2
     T = G2 * Psi2
     r = T.sum(axis=2)  # (n, M), T symmetric
     t = r.sum(axis=1)
-    rZ = r @ Zc
-    n, M = T.shape[:2]
-    TZ = (T.reshape(n * M, M) @ Zc).reshape(n, M, -1)
+    rZ = rows_dot(r, Zc)
+    TZ = np.matmul(T, Zc)  # (n, M, Q)
     H = np.einsum("nmq,mq->nq", TZ, Zc)  # diag(Z^T T_n Z)
-    sq = (muc * muc) * t[:, None] - 2.0 * muc * rZ + 0.5 * (r @ (Zc * Zc)) + 0.5 * H
+    sq = (muc * muc) * t[:, None] - 2.0 * muc * rZ + 0.5 * rows_dot(r, Zc * Zc) + 0.5 * H
     dmu += -2.0 * a * (muc * t[:, None] - rZ)
     dS += -a * t[:, None] + 2.0 * a * a * sq
     return dmu, dS
@@ -74,19 +76,18 @@ def _rbf_backward(params, Z, mu, S, fw, G0, G1, G2):
 def _linear_forward(params, Z, mu, S):
     gamma = np.broadcast_to(np.asarray(params["variances"], dtype=float), (Z.shape[1],))
     A = Z * gamma
-    psi0 = (mu * mu + S) @ gamma
-    Psi1 = mu @ A.T
+    psi0 = np.einsum("nq,q->n", mu * mu + S, gamma)
+    Psi1 = rows_dot(mu, A.T)
     Psi2 = Psi1[:, :, None] * Psi1[:, None, :] + np.matmul(A[None, :, :] * S[:, None, :], A.T)
     return psi0, Psi1, Psi2, (gamma, A)
 
 
 def _linear_backward(params, Z, mu, S, fw, G0, G1, G2):
     Psi1, _, (gamma, A) = fw
-    n, M = G2.shape[:2]
-    dmu = 2.0 * G0[:, None] * mu * gamma + G1 @ A
+    dmu = 2.0 * G0[:, None] * mu * gamma + rows_dot(G1, A)
     dS = G0[:, None] * gamma
-    dmu += 2.0 * np.einsum("nmk,nk->nm", G2, Psi1) @ A
-    GA = (G2.reshape(n * M, M) @ A).reshape(n, M, -1)
+    dmu += 2.0 * rows_dot(np.einsum("nmk,nk->nm", G2, Psi1), A)
+    GA = np.matmul(G2, A)  # (n, M, Q)
     dS = dS + np.einsum("nmq,mq->nq", GA, A)
     return dmu, dS
 
