@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
-import shutil
-import socket
 import statistics
 import sys
 import time
@@ -38,24 +35,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package first, then the browser kit beside the tests
+
+from browserkit import CHROMIUM_ARGS, find_chromium, serve_in_process, wait_ready  # noqa: E402
 ARTIFACTS = ROOT / "test-artifacts" / "bench"
 
 PATCH = re.compile(r'"msgtype"\s*:\s*"PATCH-DOC"')
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
+# the browser kit's probes (window.__gk: sources, column, figure ...) and this benchmark's watches
 JS = """
-window.__gx = {
-  sources(col) { const out = [];
-    for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-      if (m.type !== 'ColumnDataSource') continue;
-      const d = m.data; const v = d instanceof Map ? d.get(col) : d[col];
-      if (v !== undefined) out.push(m); }
-    return out; },
-  column(src, col) { const d = src.data; return d instanceof Map ? d.get(col) : d[col]; },
-  len(col) { const s = this.sources(col); return s.length ? Math.max(...s.map(m => this.column(m, col).length)) : -1; },
-  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
-  figure(title) { for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
-      const t = v.model && v.model.title; if (t && t.text === title && v.frame) return v; } return null; },
+window.__gx = Object.assign(Object.create(window.__gk), {
   // timestamps of the first objective point and of every frame in which the prediction's source
   // (column 'upper') or the nearest row's source (column 'nearest') has changed
   watch() {
@@ -81,14 +69,8 @@ window.__gx = {
   rasterised() { const v = this.figure('Latent space'); if (!v) return null;
     const kinds = []; for (const r of v.model.renderers) kinds.push(r.glyph ? r.glyph.type : r.type);
     return kinds; },
-};
+});
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def generate(n: int, d: int = 30, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +175,7 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     traffic = Traffic(page)
     page.goto(url)
-    page.wait_for_function(READY, timeout=120_000)
+    wait_ready(page)
     page.evaluate(JS)
     page.evaluate("__gx.watch()")
     doc, ex = registry[-1]
@@ -247,8 +229,7 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 20000, 100000])
-    ap.add_argument("--chromium", default=os.environ.get("GPLVM_EXPLORER_CHROMIUM") or shutil.which("chromium")
-                    or "/usr/bin/chromium")
+    ap.add_argument("--chromium", default=find_chromium())
     args = ap.parse_args()
 
     import panel as pn
@@ -256,7 +237,6 @@ def main():
 
     from gplvm_explorer import warmup
     from gplvm_explorer.app import create_app
-    from gplvm_explorer.serving import SERVER_OPTIONS
 
     t0 = time.perf_counter()
     warmup.start()
@@ -269,25 +249,17 @@ def main():
         registry.append((pn.state.curdoc, page.explorer))
         return page
 
-    port = free_port()
-    server = pn.serve({"app": factory}, port=port, address="127.0.0.1", websocket_origin=[f"127.0.0.1:{port}"],
-                      threaded=True, show=False, **SERVER_OPTIONS)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     iters = {1000: 150, 20000: 40, 100000: 8}
     rows = []
-    try:
+    with serve_in_process(factory, warm=False) as url:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=args.chromium, args=[
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
             for n in args.sizes:
-                r = run_size(browser, f"http://127.0.0.1:{port}/app", registry, n, 10, 50, iters.get(n, 20),
-                             ARTIFACTS)
+                r = run_size(browser, url, registry, n, 10, 50, iters.get(n, 20), ARTIFACTS)
                 rows.append(r)
                 print(r, flush=True)
             browser.close()
-    finally:
-        server.stop()
     print("\nN x 30, Bayesian GP-LVM (RBF+bias+white, Q=10, M=50, L-BFGS-B), headless Chromium, 2 cores")
     print(f"{'rows':>8} | {'Train->1st pt':>13} | {'click->recon training':>22} | {'click->recon idle':>18} | "
           f"{'app it/s':>8} | {'engine it/s':>11} | {'ratio':>5} | {'bytes/update':>12} | map")

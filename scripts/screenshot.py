@@ -10,79 +10,35 @@ running. A PNG over `MAX_BYTES` is reduced to a palette image.
 
 Needs the test extras (``pip install -e '.[test]'``: playwright) and a
 Chromium (e.g. Debian's ``chromium`` package; never ``playwright install``).
+Serving, Chromium and the page's probes come from the browser tests' kit
+(``tests/browserkit.py``).
 """
 from __future__ import annotations
 
 import argparse
 import io
 import logging
-import shutil
-import socket
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-log = logging.getLogger("screenshot")
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package first, then the browser kit beside the tests
+
+from browserkit import CHROMIUM_ARGS, column_length, find_chromium, serve_in_process, wait_ready  # noqa: E402
+
+log = logging.getLogger("screenshot")
 SAMPLE_TITLE = "Three-phase flow (synthetic, 12-D)"
 VIEWPORT = {"width": 1280, "height": 1180}
 MAX_BYTES = 350_000  # above this the PNG is reduced to a palette of 256 colours
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
-# how many points of a Bokeh data column the page holds (largest over the sources that have it)
-COLUMN_LENGTH = """(col) => {
-  let n = -1;
-  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-    const d = m.data; if (!d || m.selected === undefined) continue;
-    const v = d instanceof Map ? d.get(col) : d[col];
-    if (v !== undefined) n = Math.max(n, v.length);
-  }
-  return n;
-}"""
-
 # page pixel of a spot in the latent map's upper left, off the points: a click there shows the
 # output predicted at a latent location of high variance without selecting (and dimming) points
 CLICK_TARGET = """() => {
-  function* walk(v) { yield v; if (v.children) for (const c of v.children()) yield* walk(c); }
-  for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
-    const t = v.model && v.model.title;
-    if (!(t && (t.text === 'Latent space' || t === 'Latent space') && v.frame)) continue;
-    const box = v.canvas_view.el.getBoundingClientRect(), xr = v.frame.x_range, yr = v.frame.y_range;
-    const x = xr.start + 0.2 * (xr.end - xr.start), y = yr.end - 0.2 * (yr.end - yr.start);
-    return [box.left + v.frame.x_scale.compute(x), box.top + v.frame.y_scale.compute(y)];
-  }
-  return null;
+  const v = __gk.figure('Latent space'); if (!v) return null;
+  const box = v.canvas_view.el.getBoundingClientRect(), xr = v.frame.x_range, yr = v.frame.y_range;
+  const x = xr.start + 0.2 * (xr.end - xr.start), y = yr.end - 0.2 * (yr.end - yr.start);
+  return [box.left + v.frame.x_scale.compute(x), box.top + v.frame.y_scale.compute(y)];
 }"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.25)
-
-
-def _find_chromium(given: str | None) -> str:
-    for cand in (given, "/usr/bin/chromium", "/usr/bin/chromium-browser", shutil.which("chromium")):
-        if cand and Path(cand).exists():
-            return cand
-    raise SystemExit("No Chromium found: install Debian's `chromium` package or pass --chromium PATH.")
 
 
 def _wait_until(predicate, timeout: float, what: str) -> None:
@@ -100,7 +56,7 @@ def _wait_until(predicate, timeout: float, what: str) -> None:
 
 def take(page, url: str, out: Path, min_points: int) -> None:
     page.goto(url)
-    page.wait_for_function(READY, timeout=120_000)
+    wait_ready(page)
     page.locator("select").first.select_option(label=SAMPLE_TITLE)
     page.get_by_text("N = 450 points").first.wait_for(timeout=60_000)
     iters = page.get_by_label("Iterations")
@@ -119,7 +75,7 @@ def take(page, url: str, out: Path, min_points: int) -> None:
         raise RuntimeError("the page did not start training")
 
     def length(col):
-        return page.evaluate(COLUMN_LENGTH, col)
+        return column_length(page, col)
 
     _wait_until(lambda: length("objective") >= min_points, 300, f"{min_points} points of the objective curve")
     _wait_until(lambda: length("image") > 0 and length("colour") > 0, 120, "the shaded latent map")
@@ -160,29 +116,20 @@ def main(argv=None) -> int:
                    help="objective points drawn before the picture is taken (default 60)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    chromium = _find_chromium(args.chromium)
+    chromium = find_chromium(args.chromium)
+    if chromium is None:
+        raise SystemExit("No Chromium found: install Debian's `chromium` package or pass --chromium PATH.")
 
-    import panel as pn
     from playwright.sync_api import sync_playwright
 
-    from gplvm_explorer import warmup
-    from gplvm_explorer.app import create_app
-    from gplvm_explorer.serving import SERVER_OPTIONS
-
-    warmup.start()
-    port = _free_port()
-    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1", websocket_origin=[f"127.0.0.1:{port}"],
-                      threaded=True, show=False, liveness=True, **SERVER_OPTIONS)
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/liveness", 60)
-        log.info("compiling the numerical kernels (once; cached on disk)...")
-        warmup.wait(timeout=600)
+    log.info("serving the app and compiling the numerical kernels (once; cached on disk)...")
+    with serve_in_process() as url:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
             try:
                 page = browser.new_page(viewport=VIEWPORT)
                 try:
-                    take(page, f"http://127.0.0.1:{port}/app", args.out, args.min_points)
+                    take(page, url, args.out, args.min_points)
                 except Exception:
                     failed = args.out.with_name(args.out.stem + "-failed.png")
                     page.screenshot(path=str(failed), full_page=True)
@@ -190,8 +137,6 @@ def main(argv=None) -> int:
                     raise
             finally:
                 browser.close()
-    finally:
-        server.stop()
     return 0
 
 

@@ -8,7 +8,7 @@ import re
 import time
 
 import pytest
-from browserkit import data_summary, poll, wait_loaded
+from browserkit import data_summary, poll, wait_loaded, wait_ready
 
 pytestmark = [
     pytest.mark.e2e,
@@ -17,63 +17,34 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 
-JS_HELPERS = """
-window.__gx = {
-  sources(col) {
-    const out = [];
-    for (const doc of Bokeh.documents) {
-      for (const m of doc.all_models) {
-        if (m.type !== 'ColumnDataSource' && !(m.data && m.selected !== undefined)) continue;
-        const d = m.data;
-        const v = d instanceof Map ? d.get(col) : (d ? d[col] : undefined);
-        if (v !== undefined) out.push(m);
-      }
-    }
-    return out;
-  },
-  column(src, col) { const d = src.data; return d instanceof Map ? d.get(col) : d[col]; },
-  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
-  figure(title) {
-    for (const root of Object.values(Bokeh.index)) {
-      for (const v of this.walk(root)) {
-        const t = v.model && v.model.title;
-        if (t && (t.text === title || t === title) && v.frame) return v;
-      }
-    }
-    return null;
-  },
-};
-"""
 
 
 def open_app(page, url):
     page.goto(url)
-    page.wait_for_function(READY, timeout=120_000)
-    page.evaluate(JS_HELPERS)
+    wait_ready(page)
 
 
 def col_len(page, col):
     return page.evaluate(
-        """(col) => { const s = __gx.sources(col); return s.length ? Math.max(...s.map(m => __gx.column(m, col).length)) : -1; }""",
+        """(col) => { const s = __gk.sources(col); return s.length ? Math.max(...s.map(m => __gk.column(m, col).length)) : -1; }""",
         col,
     )
 
 
 def col_values(page, col, must_have=None):
     return page.evaluate(
-        """([col, other]) => { const s = __gx.sources(col).filter(m => !other || __gx.column(m, other) !== undefined);
-             return s.length ? Array.from(__gx.column(s[0], col)) : null; }""",
+        """([col, other]) => { const s = __gk.sources(col).filter(m => !other || __gk.column(m, other) !== undefined);
+             return s.length ? Array.from(__gk.column(s[0], col)) : null; }""",
         [col, must_have],
     )
 
 
 # the latent map's points and ranges (a signature to see when the map stops changing), or null
-MAP_POINTS = """() => { const v = __gx.figure('Latent space'); if (!v) return null;
-  const s = __gx.sources('x').filter(m => __gx.column(m, 'label') !== undefined && __gx.column(m, 'y') !== undefined);
+MAP_POINTS = """() => { const v = __gk.figure('Latent space'); if (!v) return null;
+  const s = __gk.sources('x').filter(m => __gk.column(m, 'label') !== undefined && __gk.column(m, 'y') !== undefined);
   if (!s.length) return null;
-  const xs = Array.from(__gx.column(s[0], 'x')), ys = Array.from(__gx.column(s[0], 'y'));
+  const xs = Array.from(__gk.column(s[0], 'x')), ys = Array.from(__gk.column(s[0], 'y'));
   if (!xs.length || xs.length !== ys.length) return null;
   const xr = v.model.x_range, yr = v.model.y_range;
   return {xs, ys, ranges: [xr.start, xr.end, yr.start, yr.end]}; }"""
@@ -109,7 +80,7 @@ def wait_text(page, text, timeout=60_000):
 def click_latent(page, x, y):
     """Click the latent map at data coordinates (x, y); returns the page pixel."""
     pos = page.evaluate(
-        """([x, y]) => { const v = __gx.figure('Latent space'); if (!v) return null;
+        """([x, y]) => { const v = __gk.figure('Latent space'); if (!v) return null;
              const r = v.canvas_view.el.getBoundingClientRect();
              return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }""",
         [x, y],
@@ -159,7 +130,7 @@ def test_train_live_click_reconstruct_stop(page, panel_serve_subprocess, artifac
     # wait for the latent points
     # the map's glyph source is the one with both columns; the ARD bars' source has 'colour' but no 'x'
     page.wait_for_function(
-        "() => __gx.sources('colour').some(s => (__gx.column(s, 'x') || []).length > 0)", timeout=60_000)
+        "() => __gk.sources('colour').some(s => (__gk.column(s, 'x') || []).length > 0)", timeout=60_000)
     screenshot(page, artifacts, "02-training")
 
     page.get_by_role("button", name="■ Stop", exact=True).click()
@@ -262,7 +233,7 @@ TYPE_AND_CLICK_TRAIN = """(iters) => {
   for (const doc of Bokeh.documents) for (const m of doc.all_models)
     if (m.title === 'Iterations' && m.value !== undefined) input = m;
   let train = null;
-  for (const root of Object.values(Bokeh.index)) for (const v of __gx.walk(root))
+  for (const root of Object.values(Bokeh.index)) for (const v of __gk.walk(root))
     if (v.model.label === '▶ Train' && v.click) train = v;
   if (!input || !train) return false;
   input.value = iters;

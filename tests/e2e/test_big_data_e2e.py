@@ -8,22 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
-
-
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
-JS_HELPERS = """
-window.__gx = {
-  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
-  figure(title) {
-    for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
-      const t = v.model && v.model.title; if (t && t.text === title && v.frame) return v; }
-    return null; },
-};
-"""
-
-
-def wait_text(page, text, timeout=60_000):
-    page.get_by_text(text).first.wait_for(state="visible", timeout=timeout)
+from browserkit import wait_ready, wait_text
 
 
 def screenshot(page, artifacts, name):
@@ -38,7 +23,7 @@ pytestmark = [
 N = 20_000
 
 MAP_STATE = """() => {
-  const v = __gx.figure('Latent space'); if (!v) return null;
+  const v = __gk.figure('Latent space'); if (!v) return null;
   const kinds = v.model.renderers.map(r => r.glyph ? r.glyph.type : r.type);
   // images drawn by the ImageRGBA renderer (the points' raster): 0 while it has nothing to show
   const images = v.model.renderers.filter(r => r.glyph && r.glyph.type === 'ImageRGBA').map(r => {
@@ -56,7 +41,7 @@ MAP_STATE = """() => {
 # the packed image the server sent and a hash (FNV-1a over the uint32 pixels) of what the page unpacked
 # (null while either is missing, e.g. between a new packed image and its unpacking: the caller polls)
 UNPACKED = """() => {
-  const v = __gx.figure('Latent space'); if (!v) return null;
+  const v = __gk.figure('Latent space'); if (!v) return null;
   const r = v.model.renderers.find(r => r.glyph && r.glyph.type === 'ImageRGBA');
   if (!r || !r.tags || !r.tags[0] || !r.tags[0].data) return null;
   const get = (d, k) => (d instanceof Map ? d.get(k) : d[k]);
@@ -127,8 +112,7 @@ class HeldReplies:
 def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifacts):
     relay = HeldReplies(page)
     page.goto(served_app)
-    page.wait_for_function(READY, timeout=120_000)
-    page.evaluate(JS_HELPERS)
+    wait_ready(page)
     page.locator("input[type=file]").first.set_input_files(
         files=[{"name": "big.npz", "mimeType": "application/octet-stream", "buffer": big_npz()}])
     wait_text(page, f"N = {N} points", timeout=60_000)
@@ -163,7 +147,7 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     assert len(got["packed"]) < pixels.nbytes / 10 and list(got["shape"]) == [400, 640]
     assert got["hash"] == fnv1a(pixels) and (pixels >> 24).any()
     screenshot(page, artifacts, "20k-latent-map")
-    pos = page.evaluate("""() => { const v = __gx.figure('Latent space');
+    pos = page.evaluate("""() => { const v = __gk.figure('Latent space');
         const r = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
         return [r.left + f.left + 0.5 * f.width, r.top + f.top + 0.5 * f.height]; }""")
     # the page draws the click's prediction itself: it appears while the server's answers are held back
@@ -196,7 +180,7 @@ def test_twenty_thousand_rows_rasterised_map_and_click(page, served_app, artifac
     assert not np.allclose(moved, mean)  # a prediction at another place
     relay.release()
     # the click selected nothing (a selection of image pixels would travel to the server first)
-    selected = page.evaluate("""() => __gx.figure('Latent space').model.renderers.map(r => r.data_source.selected)
+    selected = page.evaluate("""() => __gk.figure('Latent space').model.renderers.map(r => r.data_source.selected)
         .map(s => s.indices.length + s.image_indices.length)""")
     assert not any(selected), selected
     text = page.get_by_text(re.compile(r"At x\d+ = ")).first.inner_text()

@@ -4,9 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browserkit import READY, poll, wait_loaded
-
-from .conftest import serve_cli
+from browserkit import poll, serve_cli, wait_loaded, wait_ready
 
 pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
@@ -34,7 +32,7 @@ def served_parquet(tmp_path, chromium_path):
 def test_cli_serves_a_parquet_file_with_settings(served_parquet, page, artifacts):
     url, path = served_parquet
     page.goto(url)
-    page.wait_for_function(READY, timeout=90_000)
+    wait_ready(page, timeout=90_000)
     try:
         page.get_by_text("N = 137 points").first.wait_for(timeout=60_000)
     except Exception:

@@ -18,14 +18,6 @@ pytestmark = [
 
 JS = """
 window.__gd = {
-  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
-  named(prefix) {
-    const out = [];
-    for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
-      if (v.model && typeof v.model.name === 'string' && v.model.name.startsWith(prefix) && v.frame) out.push(v);
-    }
-    return out;
-  },
   points() {  // per layer: the number of points drawn (a source without an 'x' column yet counts 0)
     const out = [];
     for (const doc of Bokeh.documents) for (const m of doc.all_models) {
@@ -49,18 +41,18 @@ def test_two_layer_deep_gp_shows_one_latent_map_per_layer(page, served_app, arti
 
     view = page.locator(".gx-deep").first
     view.wait_for(state="visible", timeout=30_000)
-    maps = poll(lambda: page.evaluate("__gd.named('gx-deep-layer-').length") == 2 or None, timeout=20)
+    maps = poll(lambda: page.evaluate("__gk.named('gx-deep-layer-').length") == 2 or None, timeout=20)
     assert maps, "expected one latent map per layer"
     counts = poll(lambda: (c := page.evaluate("__gd.points()")) and len(c) == 2 and all(n > 0 for n in c) and c,
                   timeout=20)
     assert counts and counts[0] == counts[1], counts
-    assert poll(lambda: page.evaluate("__gd.named('gx-deep-ard-').length") == 2, timeout=20), \
+    assert poll(lambda: page.evaluate("__gk.named('gx-deep-ard-').length") == 2, timeout=20), \
         "expected one ARD chart per layer"
 
     # click a point of the top layer: its row is followed down and reconstructed
     view.scroll_into_view_if_needed()
     pos = wait_js(page,
-        """() => { const v = __gd.named('gx-deep-layer-1')[0]; if (!v) return null;
+        """() => { const v = __gk.named('gx-deep-layer-1')[0]; if (!v) return null;
              const src = v.model.renderers.map(r => r.data_source).find(s => {
                const d = s.data; return (d instanceof Map ? d.get('row') : d.row) !== undefined; });
              if (!src) return null;

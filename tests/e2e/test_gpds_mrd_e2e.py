@@ -16,42 +16,18 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-JS = """
-window.__gm = {
-  sources(col) {
-    const out = [];
-    for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-      const d = m.data;
-      if (!d || m.selected === undefined) continue;
-      const v = d instanceof Map ? d.get(col) : d[col];
-      if (v !== undefined) out.push(m);
-    }
-    return out;
-  },
-  has(m, c) { const d = m.data; return (d instanceof Map ? d.get(c) : d[c]) !== undefined; },
-  col(m, c) { const d = m.data; return Array.from(d instanceof Map ? d.get(c) : d[c]); },
-  *walk(v) { yield v; if (v.children) { for (const c of v.children()) yield* this.walk(c); } },
-  figure(title) {
-    for (const root of Object.values(Bokeh.index)) for (const v of this.walk(root)) {
-      const t = v.model && v.model.title;
-      if (t && (t.text === title || t === title) && v.frame) return v;
-    }
-    return null;
-  },
-};
-"""
 
 
 def columns(page, key, *cols):
     """Every source with column ``key`` and all of ``cols``: a list of {col: values} for ``cols`` (and key)."""
     return page.evaluate(
-        """([key, cols]) => __gm.sources(key).filter(m => cols.every(c => __gm.has(m, c)))
-             .map(m => Object.fromEntries([key, ...cols].map(c => [c, __gm.col(m, c)])))""",
+        """([key, cols]) => __gk.sources(key).filter(m => cols.every(c => __gk.has(m, c)))
+             .map(m => Object.fromEntries([key, ...cols].map(c => [c, __gk.col(m, c)])))""",
         [key, list(cols)])
 
 
 def open_and_choose(page, url, sample_label, model_label):
-    open_page(page, url, sample=sample_label, model=model_label, js=JS)
+    open_page(page, url, sample=sample_label, model=model_label)
 
 
 def train(page, iters: int, inducing: int):
@@ -131,7 +107,7 @@ def test_mrd_sample_trains_and_shows_per_view_ard_and_reconstructions(page, serv
     assert pts
     xs, ys = pts[0]["x"], pts[0]["y"]
     pos = page.evaluate(
-        """([x, y]) => { const v = __gm.figure('Latent space'); if (!v) return null;
+        """([x, y]) => { const v = __gk.figure('Latent space'); if (!v) return null;
              const r = v.canvas_view.el.getBoundingClientRect();
              return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }""",
         [xs[0], ys[0]])

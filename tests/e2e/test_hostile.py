@@ -12,11 +12,10 @@ from __future__ import annotations
 import io
 import re
 import time
-import urllib.request
 
 import numpy as np
 import pytest
-from browserkit import wait_loaded
+from browserkit import serve_in_process, wait_loaded, wait_ready
 
 pytestmark = [
     pytest.mark.e2e,
@@ -24,7 +23,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 MARK = "__xss"
 
 # Each payload sets window.__xss (or opens a dialog) if it is ever parsed as HTML.
@@ -115,43 +113,11 @@ HOSTILE_POINTS = """
 """
 
 
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except Exception:  # noqa: BLE001
-            pass
-        time.sleep(0.25)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
-
-
 @pytest.fixture(scope="module")
 def hostile_app(chromium_path):
     """The app served in-process with the same server options as the CLI."""
-    import socket
-
-    import panel as pn
-
-    from gplvm_explorer import warmup
-    from gplvm_explorer.app import create_app
-    from gplvm_explorer.serving import SERVER_OPTIONS
-
-    warmup.start()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1",
-                      websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False,
-                      liveness=True, **SERVER_OPTIONS)
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/liveness", 30)
-        warmup.wait(timeout=240)
-        yield f"http://127.0.0.1:{port}/app"
-    finally:
-        server.stop()
+    with serve_in_process() as url:
+        yield url
 
 
 class Guard:
@@ -182,7 +148,7 @@ class Guard:
 
 def _open(page, url):
     page.goto(url)
-    page.wait_for_function(READY, timeout=120_000)
+    wait_ready(page)
 
 
 def _upload(page, name: str, data: bytes, mime: str = "text/csv"):

@@ -13,13 +13,11 @@ watch the bytes the page sends on its websocket.
 """
 from __future__ import annotations
 
-import socket
 import time
-import urllib.request
 
 import numpy as np
 import pytest
-from browserkit import data_summary, wait_loaded
+from browserkit import data_summary, serve_in_process, wait_loaded, wait_ready
 
 from gplvm_explorer.serving import UPLOAD_LIMIT_BYTES, WEBSOCKET_MAX_MESSAGE_SIZE
 
@@ -28,8 +26,6 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
-
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 
 ALL_TEXT = """
 () => {
@@ -48,37 +44,10 @@ ALL_TEXT = """
 """
 
 
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except Exception:  # noqa: BLE001
-            pass
-        time.sleep(0.25)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
-
-
 @pytest.fixture(scope="module")
 def upload_app(chromium_path):
-    import panel as pn
-
-    from gplvm_explorer.app import create_app
-    from gplvm_explorer.serving import SERVER_OPTIONS
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1",
-                      websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False,
-                      liveness=True, **SERVER_OPTIONS)
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/liveness", 30)
-        yield f"http://127.0.0.1:{port}/app"
-    finally:
-        server.stop()
+    with serve_in_process(warm=False) as url:
+        yield url
 
 
 LIMIT_MB = f"{UPLOAD_LIMIT_BYTES / 1e6:.0f} MB"
@@ -89,7 +58,7 @@ def _open_counting_sent_bytes(page, url) -> list:
     sent: list[int] = []
     page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(len(payload))))
     page.goto(url)
-    page.wait_for_function(READY, timeout=120_000)
+    wait_ready(page)
     return sent
 
 
@@ -100,20 +69,8 @@ def _refused_in_browser(text: str, name: str) -> bool:
 @pytest.fixture(scope="module")
 def default_limits_app(chromium_path):
     """The app served with Bokeh's default websocket message limit (20 MiB), as plain `panel serve`."""
-    import panel as pn
-
-    from gplvm_explorer.app import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = pn.serve({"app": create_app}, port=port, address="127.0.0.1",
-                      websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False, liveness=True)
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/liveness", 30)
-        yield f"http://127.0.0.1:{port}/app"
-    finally:
-        server.stop()
+    with serve_in_process(server_options=False, warm=False) as url:
+        yield url
 
 
 def _text(page) -> str:
@@ -221,7 +178,7 @@ def test_upload_near_the_limit_travels_in_chunks_under_the_default_websocket_lim
     frames: list[int] = []
     page.on("websocket", lambda ws: ws.on("framesent", lambda payload: frames.append(len(payload))))
     page.goto(default_limits_app)
-    page.wait_for_function(READY, timeout=120_000)
+    wait_ready(page)
     path = tmp_path / "nineteen-megabytes.npy"
     np.save(path, np.random.default_rng(4).normal(size=(5000, 470)))
     assert 18_000_000 < path.stat().st_size <= UPLOAD_LIMIT_BYTES

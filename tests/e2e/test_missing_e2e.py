@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from browserkit import poll
+from browserkit import poll, source_columns, wait_ready, wait_text
 
 pytestmark = [
     pytest.mark.e2e,
@@ -16,24 +16,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 
-#: The columns of the ColumnDataSource that has a column named ``key`` (as arrays), or null.
-SOURCE = """(key) => {
-  for (const doc of Bokeh.documents) {
-    for (const m of doc.all_models) {
-      const d = m.data;
-      if (!d || m.selected === undefined) continue;
-      const get = (c) => d instanceof Map ? d.get(c) : d[c];
-      if (get(key) === undefined) continue;
-      const names = d instanceof Map ? Array.from(d.keys()) : Object.keys(d);
-      const out = {};
-      for (const c of names) out[c] = Array.from(get(c) || []);
-      return out;
-    }
-  }
-  return null;
-}"""
 
 
 def gappy_csv(n=40, seed=3) -> tuple[bytes, int, int]:
@@ -51,14 +34,10 @@ def gappy_csv(n=40, seed=3) -> tuple[bytes, int, int]:
     return ("\n".join(lines) + "\n").encode(), int(miss.sum()), int(miss.any(1).sum())
 
 
-def wait_text(page, text, timeout=60_000):
-    page.get_by_text(text).first.wait_for(state="visible", timeout=timeout)
-
-
 def test_csv_with_empty_fields_trains_bayesian_and_shows_imputed_values(page, served_app, artifacts, tmp_path):
     content, n_missing, n_rows = gappy_csv()
     page.goto(served_app)
-    page.wait_for_function(READY, timeout=120_000)
+    wait_ready(page)
     page.locator("input[type=file]").first.set_input_files(
         files=[{"name": "gappy.csv", "mimeType": "text/csv", "buffer": content}])
     # every row is kept, and the data card counts the missing cells per column
@@ -88,8 +67,8 @@ def test_csv_with_empty_fields_trains_bayesian_and_shows_imputed_values(page, se
     # the imputed-values view: the first incomplete row, its filled-in values with ±2σ
     wait_text(page, "filled in by the Bayesian GP-LVM", timeout=30_000)
     # the values' source may be patched in a message after the view's text
-    src = poll(lambda: (s := page.evaluate(SOURCE, "imputed")) and s["imputed"] and s, timeout=30)
-    assert src, f"no imputed values in the page: {page.evaluate(SOURCE, 'imputed')}"
+    src = poll(lambda: (s := source_columns(page, "imputed")) and s["imputed"] and s, timeout=30)
+    assert src, f"no imputed values in the page: {source_columns(page, "imputed")}"
     imputed, upper, lower = src["imputed"], src["upper"], src["lower"]
     assert imputed and len(imputed) == len(upper) == len(lower)
     assert all(math.isfinite(v) for v in imputed)

@@ -4,9 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browserkit import READY, poll
-
-from .conftest import serve_cli
+from browserkit import poll, serve_cli, wait_ready
 
 pytestmark = [
     pytest.mark.e2e,
@@ -14,26 +12,11 @@ pytestmark = [
 ]
 
 N, Q = 53, 3
-# the longest data column called ``col`` on the page (-1: none)
-COLUMN_LENGTH = """(col) => {
-  let n = -1;
-  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-    const d = m.data; if (!d || m.selected === undefined) continue;
-    const v = d instanceof Map ? d.get(col) : d[col];
-    if (v !== undefined) n = Math.max(n, v.length);
-  }
-  return n;
-}"""
 # page pixel of the latent map's centre
 MAP_CENTRE = """() => {
-  function* walk(v) { yield v; if (v.children) for (const c of v.children()) yield* walk(c); }
-  for (const root of Object.values(Bokeh.index)) for (const v of walk(root)) {
-    const t = v.model && v.model.title;
-    if (!(t && (t.text === 'Latent space' || t === 'Latent space') && v.frame)) continue;
-    const box = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
-    return [box.left + f.left + 0.5 * f.width, box.top + f.top + 0.5 * f.height];
-  }
-  return null;
+  const v = __gk.figure('Latent space'); if (!v) return null;
+  const box = v.canvas_view.el.getBoundingClientRect(), f = v.frame.bbox;
+  return [box.left + f.left + 0.5 * f.width, box.top + f.top + 0.5 * f.height];
 }"""
 
 
@@ -57,12 +40,12 @@ def served_model(tmp_path, chromium_path):
 def test_cli_opens_a_saved_model_to_explore(served_model, page, artifacts):
     url, path, objective = served_model
     page.goto(url)
-    page.wait_for_function(READY, timeout=90_000)
+    wait_ready(page, timeout=90_000)
     try:
         page.get_by_text(f"Saved model {path.name} opened").first.wait_for(timeout=60_000)
         # the latent map (every row), the ARD bars (one per latent dimension), without a Train click
-        page.wait_for_function(f"({COLUMN_LENGTH})('colour') === {N}", timeout=60_000)
-        page.wait_for_function(f"({COLUMN_LENGTH})('dimension') === {Q}", timeout=30_000)
+        page.wait_for_function(f"__gk.len('colour') === {N}", timeout=60_000)
+        page.wait_for_function(f"__gk.len('dimension') === {Q}", timeout=30_000)
     except Exception:
         page.screenshot(path=str(artifacts / "saved_model_failed.png"), full_page=True)
         raise
@@ -92,11 +75,11 @@ def test_an_uploaded_model_opens_with_its_labels(served_app, page, artifacts, tm
     path = tmp_path / "uploaded model.npz"
     write(model, path, labels=np.where(t[:, 0] > 0, "right", "left"), label_name="side")
     page.goto(served_app)
-    page.wait_for_function(READY, timeout=90_000)
+    wait_ready(page, timeout=90_000)
     page.locator("input[type=file]").set_input_files(str(path))
     try:
         page.get_by_text(f"Saved model {path.name} opened").first.wait_for(timeout=60_000)
-        page.wait_for_function(f"({COLUMN_LENGTH})('colour') === {N}", timeout=60_000)
+        page.wait_for_function(f"__gk.len('colour') === {N}", timeout=60_000)
     except Exception:
         page.screenshot(path=str(artifacts / "saved_model_upload_failed.png"), full_page=True)
         raise

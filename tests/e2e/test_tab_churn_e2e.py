@@ -2,8 +2,8 @@
 import time
 
 import pytest
+from browserkit import READY
 
-READY = "window.Bokeh && Bokeh.documents.length > 0 && Object.keys(Bokeh.index).length > 0"
 
 pytestmark = [
     pytest.mark.e2e,
