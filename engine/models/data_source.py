@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends._rows import ROW_CHUNK
 from ..errors import ConfigurationError
 from ..init import (ISOMAP_MAX_POINTS, METHODS, initial_latents, pca_variance_fractions, standardised_latents,
                     top_components)
@@ -106,7 +107,7 @@ class ChunkedRows:
     in_memory = False
     observed = None
 
-    def __init__(self, Y, chunk_size: int = 4096):
+    def __init__(self, Y, chunk_size: int = ROW_CHUNK):
         #: Y as given; ``trYY``: the sum of the centred squares; ``scatter``: the centred Y^T Y (D, D).
         self.data = real_matrix(Y, load=False)
         self.num_data, self.output_dim = (int(s) for s in self.data.shape)

@@ -56,6 +56,7 @@ import numpy as np
 from .. import optimize, psi, svi
 from .._cancel import checkpoint
 from .._threads import blas_pinned
+from ..backends._rows import ROW_CHUNK
 from ..bound import cholesky_backward, gaussian_kl_rows
 from ..errors import ConfigurationError, ShapeError
 from ..linalg import FactorisationError, chol_inverse, cholesky, rows_dot, start_jitter, tri_solve, try_cholesky
@@ -250,7 +251,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     warm_up_iters = 200
 
     def __init__(self, Y, latent_dim, num_inducing=50, batch_size=256, kernel=None, init="pca", seed=0,
-                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=4096, backend=None):
+                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=ROW_CHUNK, backend=None):
         if backend is not None:
             raise ConfigurationError(
                 "StochasticBayesianGPLVM takes no backend: each SVI step works on one minibatch of rows, "
