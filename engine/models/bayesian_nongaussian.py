@@ -122,6 +122,11 @@ class NonGaussianMixin:
         """The :class:`engine.likelihoods.Likelihood` object."""
         return self._likelihood
 
+    def predictor(self):
+        """None: the moments of y come through the likelihood (:meth:`predict`), not from a Gaussian
+        :class:`engine.predictor.Predictor` (which the app would otherwise take for them)."""
+        return None
+
     def predict(self, Xnew, Xnew_variance=None, include_noise=False):
         """Moments of y itself (n, D) at latent points: Bernoulli P(y = 1) and P (1 - P); Poisson the
         mean and variance of the count.  ``include_noise`` is accepted for the common signature: the
