@@ -11,7 +11,7 @@ are thin wrappers of these), ``scripts/screenshot.py`` and ``benchmarks/bench_ap
   headless, no network chatter);
 * the page -- :data:`READY` / :func:`wait_ready`, :data:`PROBES` (``window.__gk``:
   the page's Bokeh sources, columns and figures), :func:`column_length`,
-  :func:`source_columns`, :func:`wait_js`, :func:`poll`;
+  :func:`source_columns`, :func:`page_text`, :func:`wait_js`, :func:`poll`;
 * steps -- :func:`open_page`, :func:`fill_numbers`, :func:`click_train`,
   :func:`train_to_end`, :func:`wait_loaded`.
 """
@@ -207,6 +207,31 @@ window.__gk = {
   },
 };
 """
+
+
+#: All text shown in the page (document and shadow roots, tooltips, the values of inputs), one node a line.
+PAGE_TEXT = """
+() => {
+  const parts = [];
+  const visit = (root) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const n = walker.currentNode, tag = n.parentNode && n.parentNode.nodeName;
+      if (tag !== 'STYLE' && tag !== 'SCRIPT') parts.push(n.nodeValue);
+    }
+    for (const el of root.querySelectorAll('*')) {
+      if (el.shadowRoot) visit(el.shadowRoot);
+      if (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT') parts.push(el.value || '');
+    }
+  };
+  visit(document);
+  return parts.join('\\n');
+}
+"""
+
+
+def page_text(page) -> str:
+    return page.evaluate(PAGE_TEXT)
 
 
 def wait_ready(page, timeout: float = 120_000) -> None:

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from browserkit import serve_in_process, wait_loaded, wait_ready
+from browserkit import page_text, serve_in_process, wait_loaded, wait_ready
 
 pytestmark = [
     pytest.mark.e2e,
@@ -57,26 +57,6 @@ FIND_INJECTED = """
   };
   visit(document);
   return found;
-}
-"""
-
-# All text shown in the page (document and shadow roots), tooltips included.
-ALL_TEXT = """
-() => {
-  const parts = [];
-  const visit = (root) => {
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-    while (walker.nextNode()) {
-      const n = walker.currentNode, tag = n.parentNode && n.parentNode.nodeName;
-      if (tag !== 'STYLE' && tag !== 'SCRIPT') parts.push(n.nodeValue);
-    }
-    for (const el of root.querySelectorAll('*')) {
-      if (el.shadowRoot) visit(el.shadowRoot);
-      if (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT') parts.push(el.value || '');
-    }
-  };
-  visit(document);
-  return parts.join('\\n');
 }
 """
 
@@ -143,7 +123,7 @@ class Guard:
         assert not injected, f"{where}: injected elements in the DOM: {sorted(set(injected))}"
 
     def text(self) -> str:
-        return self.page.evaluate(ALL_TEXT)
+        return page_text(self.page)
 
 
 def _open(page, url):
@@ -181,7 +161,7 @@ def _start_training(page, iterations: int):
         train.first.click()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if not train.first.is_enabled() or re.search(r"(?i)finished after", page.evaluate(ALL_TEXT)):
+            if not train.first.is_enabled() or re.search(r"(?i)finished after", page_text(page)):
                 return train
             time.sleep(0.1)
     raise AssertionError("pressing Train did not start a run")

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from browserkit import data_summary, serve_in_process, wait_loaded, wait_ready
+from browserkit import data_summary, page_text, serve_in_process, wait_loaded, wait_ready
 
 from gplvm_explorer.serving import UPLOAD_LIMIT_BYTES, WEBSOCKET_MAX_MESSAGE_SIZE
 
@@ -26,22 +26,6 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
-
-ALL_TEXT = """
-() => {
-  const parts = [];
-  const visit = (root) => {
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-    while (walker.nextNode()) {
-      const n = walker.currentNode, tag = n.parentNode && n.parentNode.nodeName;
-      if (tag !== 'STYLE' && tag !== 'SCRIPT') parts.push(n.nodeValue);
-    }
-    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) visit(el.shadowRoot);
-  };
-  visit(document);
-  return parts.join('\\n');
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +58,7 @@ def default_limits_app(chromium_path):
 
 
 def _text(page) -> str:
-    return page.evaluate(ALL_TEXT)
+    return page_text(page)
 
 
 def _wait_for(page, predicate, timeout: float, what: str) -> str:
