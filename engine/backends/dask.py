@@ -62,6 +62,16 @@ class DaskBackendError(EngineError, RuntimeError):
 # Plain module-level functions over arrays: pickled by reference, run in the workers.
 
 
+def _aligned(a):
+    """``a`` as aligned C-contiguous float64 (copied only if it is not; None stays None).
+
+    An array unpickled on a worker may come out of a message buffer at any byte offset:
+    numpy then hands it to its own loops instead of BLAS, which sum in another order, and
+    the chunk's sums would differ in the last bits from the same chunk's here.
+    """
+    return None if a is None else np.require(a, dtype=np.float64, requirements=("C", "A"))
+
+
 class _Block:
     """One chunk of rows as it lives on a worker: centred Y (n, D), the group weights (n, G) or None,
     and what its last forward pass kept for the backward pass (worker memory only, never pickled)."""
@@ -69,8 +79,8 @@ class _Block:
     __slots__ = ("Y", "W", "kept")
 
     def __init__(self, Y, W):
-        self.Y = Y
-        self.W = W
+        self.Y = _aligned(Y)  # here and after unpickling on a worker
+        self.W = _aligned(W)
         self.kept = None
 
     def __reduce__(self):
@@ -87,7 +97,7 @@ def _chunk_forward(block, kernel, Z, mu, S):
     backend holds for all N; a backward pass at other arguments recomputes it).
     """
     psi.restore_forward(None)
-    stats = _rows.forward(block.Y, block.W, kernel, Z, mu, S)
+    stats = _rows.forward(block.Y, block.W, kernel, _aligned(Z), _aligned(mu), _aligned(S))
     block.kept = psi.take_forward()
     return stats
 
@@ -98,7 +108,10 @@ def _chunk_backward(block, kernel, Z, mu, S, dpsi0, dP, dPsi2):
     kept, block.kept = block.kept, None
     psi.restore_forward(kept)
     try:
-        return _rows.backward(block.Y, block.W, kernel, Z, mu, S, dpsi0, dP, dPsi2)
+        if np.ndim(dpsi0):
+            dpsi0 = _aligned(dpsi0)
+        return _rows.backward(block.Y, block.W, kernel, _aligned(Z), _aligned(mu), _aligned(S), dpsi0, _aligned(dP),
+                              _aligned(dPsi2))
     finally:
         psi.restore_forward(None)
 

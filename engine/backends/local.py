@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import psi
+from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..validation import integer
 from . import _rows
@@ -44,6 +45,8 @@ class LocalBackend:
         """(psi0, P = Psi1^T Y (M, D), Psi2 (M, M)); per group with weights; S None: points."""
         parts = []
         for i, (a, b) in enumerate(self._bounds):
+            if i:
+                checkpoint()  # a fit's stop ends an evaluation between two chunks
             psi.restore_forward(None)
             parts.append(_rows.forward(*self._block(a, b), kernel, Z, mu[a:b], None if S is None else S[a:b]))
             self._kept[i] = psi.take_forward()
@@ -55,6 +58,8 @@ class LocalBackend:
         parts = []
         try:
             for i, (a, b) in enumerate(self._bounds):
+                if i:
+                    checkpoint()
                 psi.restore_forward(self._kept[i])
                 parts.append(_rows.backward(*self._block(a, b), kernel, Z, mu[a:b], None if S is None else S[a:b],
                                             dpsi0, dP, dPsi2))

@@ -246,7 +246,8 @@ def test_stop_set_during_an_evaluation_ends_the_fit_before_its_gradient():
     model = make("bayesian")
     stop = threading.Event()
     calls = {"forward": 0, "backward": 0}
-    forward, backward = model._psi_forward, model._psi_backward
+    rows = model.backend  # where the model's sums over rows are computed (engine.backends.LocalBackend)
+    forward, backward = rows.forward, rows.backward
 
     def slow_forward(*args):
         calls["forward"] += 1
@@ -258,7 +259,7 @@ def test_stop_set_during_an_evaluation_ends_the_fit_before_its_gradient():
         calls["backward"] += 1
         return backward(*args)
 
-    model._psi_forward, model._psi_backward = slow_forward, counting_backward
+    rows.forward, rows.backward = slow_forward, counting_backward
     start = model.get_free()
     result = engine.fit(model, max_iters=50, stop=stop, warm_up_iters=0)
     assert result.stopped
