@@ -286,6 +286,7 @@ class LatentVariableModel:
             state = dict(self.__dict__)
         state.pop("_lock", None)
         state.pop("_evaluated", None)  # the last evaluation's factors (and its O(N Q) values)
+        state.pop("_geometry_cache", None)  # the stochastic model's metric factors
         state["_cache"] = None
         return state
 

@@ -583,12 +583,23 @@ class StochasticBayesianGPLVM(LatentVariableModel):
 
     def geometry(self):
         """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters:
-        cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - L^-T S L^-1) k(Z, b), from the globals."""
+        cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - L^-T S L^-1) k(Z, b), from the globals
+        (cached until the parameters change)."""
         from ..geometry import LatentGeometry, explicit_q_groups
 
+        with self._lock:
+            version = self._version
+            cached = self.__dict__.get("_geometry_cache")
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            X_mean = self._local_views()[0].copy()
         kern, Z, L, Mw, Rw, beta = self._posterior()
         R = L.T @ Rw  # Rw = L^-T R
-        return LatentGeometry([(kern, Z, explicit_q_groups(L, Mw, R))], self.parameters["X_mean"])
+        geometry = LatentGeometry([(kern, Z, explicit_q_groups(L, Mw, R))], X_mean)
+        with self._lock:
+            if self._version == version:
+                self.__dict__["_geometry_cache"] = (version, geometry)
+        return geometry
 
     @blas_pinned
     def predictor(self) -> Predictor:

@@ -166,6 +166,18 @@ def test_stochastic_metric_matches_dense_reference_of_its_explicit_q_u():
     assert_metric_close(m.metric(Xt), reference_metric(*model_reference(m), Xt, m.output_dim), 2e-5)
 
 
+@pytest.mark.parametrize("kind", ["stochastic", "bayesian"])
+def test_the_metric_factors_are_kept_until_the_parameters_change(kind):
+    X, Y = curved()
+    cls = engine.StochasticBayesianGPLVM if kind == "stochastic" else engine.BayesianGPLVM
+    m = cls(Y, Q, num_inducing=10, X=X)
+    geo = m.geometry()
+    assert m.geometry() is geo
+    before = m.metric(X[:2])
+    m.set_parameters(Z=m.parameters["Z"] + 0.1)
+    assert m.geometry() is not geo and not np.allclose(m.metric(X[:2]), before)
+
+
 def test_dynamical_metric_matches_dense_reference():
     X, Y = curved(N=30)
     m = moved(engine.DynamicalBGPLVM(Y, np.linspace(0.0, 3.0, 30), Q, num_inducing=8))
