@@ -102,6 +102,6 @@ GEODESIC_LENGTHS = """\
 units when the data were standardised). The metric counts both how far the mean
 moves and how uncertain the model is, so paths avoid regions without data —
 but only as far as the kernel lets them: with a stationary kernel the metric far
-from the data only returns to its prior level (D·σ²/ℓ² per unit step for the
-RBF kernel), so with long learned lengthscales a geodesic may rightly cut across
-an empty region."""
+from the data only returns to its prior level (D·σ²/ℓ² for the RBF kernel: a
+unit step there has length √D·σ/ℓ), so with long learned lengthscales a
+geodesic may rightly cut across an empty region."""
