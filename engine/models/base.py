@@ -498,6 +498,7 @@ class LatentVariableModel:
         groups = [(g.cols, g.alpha, predictor.covariance_correction(g)) for g in predictor.groups]
         return [(predictor.kernel, predictor.centres, groups)]
 
+    @blas_pinned
     def geometry(self):
         """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters
         (cached until they change)."""

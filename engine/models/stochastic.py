@@ -581,6 +581,7 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         kern, Z, L, Mw, Rw, beta = self._posterior()
         return WhitenedPosterior(kern.copy(), Z, L, Mw, Rw, beta)
 
+    @blas_pinned
     def geometry(self):
         """The :class:`engine.geometry.LatentGeometry` of the mapping at the current parameters:
         cov(f(a), f(b)) = k(a, b) - k(a, Z) (Kmm^-1 - L^-T S L^-1) k(Z, b), from the globals
