@@ -234,3 +234,26 @@ def test_models_without_a_metric_say_why_there_is_no_geodesic(fake_build, pump):
     walk.wait()
     assert walk.path is None and "no latent metric" in walk.error and "no geodesics" in walk.error
     assert "no latent metric" in view.text.object
+
+
+def test_the_dynamical_model_is_shaded_by_magnification_and_its_view_keeps_the_variance(pump):
+    """GPDS: the map gets the dynamical model's magnification; the dynamics view draws the map's shading
+    under its trajectory only while that is the variance (its own linear scale), and nothing fails."""
+    from gplvm_explorer.views.dynamics import DynamicsView
+
+    ex = Explorer(limiter=Limiter(1), publish_interval=0.0)
+    ex.data.sample = "walking-gap"
+    ex.settings.model, ex.settings.latent_dim, ex.settings.num_inducing, ex.settings.max_iters = "gpds", 2, 8, 3
+    view = DynamicsView(explorer=ex)
+    assert ex.train(), ex.training.message
+    assert pump(ex, lambda: ex.training.status == "finished")
+    ex.latent.wait()
+    ex.dynamics.wait()
+    assert pump(ex, lambda: ex.dynamics.trajectory is not None)
+    np.testing.assert_array_equal(view.grid_src.data["image"][0], ex.latent.view.grid.values)
+    ex.latent.shading = "magnification"
+    ex.latent.wait()
+    g = ex.latent.view.grid
+    assert g.kind == "magnification" and np.all(g.values > 0) and ex.latent.shading_note == ""
+    assert ex.page_error == ""
+    ex.close()
