@@ -27,6 +27,7 @@ FLOW_D = 12
 SWISS_N = 400
 SWISS_BUCKETS = 8
 OCCLUDED_FRACTION = 0.5  # of the images, each with one quarter hidden
+BINARY_GLYPH_FLIPS = 0.05  # fraction of pixels whose 0/1 value is flipped in the binary glyphs
 
 
 def _angle_labels(angles: np.ndarray) -> np.ndarray:
@@ -37,11 +38,17 @@ def _pixel_names(h: int, w: int) -> list[str]:
     return [f"px_{r}_{c}" for r in range(h) for c in range(w)]
 
 
-def rotating_glyph(seed: int = 0) -> Dataset:
-    rng = np.random.default_rng(seed)
+def _glyph_angles(seed: int, rng=None) -> np.ndarray:
+    """The rotating glyph's angles (GLYPH_N,), degrees: a full turn, random phase and jitter."""
+    rng = np.random.default_rng(seed) if rng is None else rng
     step = 360.0 / GLYPH_N
     angles = np.arange(GLYPH_N) * step + rng.uniform(0.0, step)
-    angles = np.mod(angles + rng.uniform(-0.25, 0.25, GLYPH_N) * step, 360.0)
+    return np.mod(angles + rng.uniform(-0.25, 0.25, GLYPH_N) * step, 360.0)
+
+
+def rotating_glyph(seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    angles = _glyph_angles(seed, rng)
     Y = glyph_images(angles, np.ones(GLYPH_N), GLYPH_SIZE)
     Y += GLYPH_NOISE * rng.standard_normal(Y.shape)
     return Dataset(
@@ -101,6 +108,25 @@ def occluded_glyph(seed: int = 0) -> Dataset:
             f"({half}x{half} pixels) hidden in {rows.size} of them: their pixels are missing (NaN), "
             f"{rows.size * half * half} cells in all. The Bayesian and sparse GP-LVMs train on the "
             "visible pixels and fill in the hidden quarters; compare with the column means."
+        ),
+    )
+
+
+def binary_glyph(seed: int = 0) -> Dataset:
+    """The rotating glyph in black and white: pixels are 0 or 1 (ink above 1/2), 5% of them flipped."""
+    base = rotating_glyph(seed)
+    rng = np.random.default_rng([seed, 2])  # its own stream: the angles equal rotating_glyph(seed)'s
+    clean = glyph_images(_glyph_angles(seed), np.ones(GLYPH_N), GLYPH_SIZE) > 0.5
+    flip = rng.uniform(size=clean.shape) < BINARY_GLYPH_FLIPS
+    return base.replace(
+        values=(clean ^ flip).astype(np.float64),
+        name="binary-glyph",
+        description=(
+            f"The rotating '7' ({GLYPH_N} images of {GLYPH_SIZE}x{GLYPH_SIZE}) in black and white: every "
+            f"pixel is 0 or 1, and {BINARY_GLYPH_FLIPS:.0%} of them are flipped at random. Train it with a "
+            "Bernoulli and with a Gaussian likelihood and compare the reconstructions: the Bernoulli "
+            "model draws probabilities of ink (0 to 1, the 0.5 contour is the digit's edge), the "
+            "Gaussian one grey values that spill below 0 and above 1."
         ),
     )
 

@@ -15,7 +15,7 @@ from .dataset import Dataset, SampleInfo
 from .errors import DataError
 from .generators import (
     ANGLE_BUCKET, FLOW_D, FLOW_PER_CLASS, GLYPH_N, GLYPH_SCALED_N, GLYPH_SIZE, SWISS_BUCKETS,
-    SWISS_N, TWO_VIEW_GRID, TWO_VIEW_N, TWO_VIEW_SENSORS, occluded_glyph, rotating_glyph,
+    SWISS_N, TWO_VIEW_GRID, TWO_VIEW_N, TWO_VIEW_SENSORS, binary_glyph, occluded_glyph, rotating_glyph,
     rotating_scaled_glyph, sklearn_digits, swiss_roll, three_phase_flow, two_views, walking_gap,
 )
 from .prepare import check_seed, prepare
@@ -61,6 +61,14 @@ _REGISTRY: tuple[_Sample, ...] = (
                    (GLYPH_N, GLYPH_SIZE ** 2), (GLYPH_SIZE, GLYPH_SIZE),
                    f"angle ({ANGLE_BUCKET} degree bucket)"),
         occluded_glyph,
+    ),
+    _Sample(
+        SampleInfo("binary-glyph", "Binary glyph (0/1 pixels: Bernoulli vs Gaussian)",
+                   "The rotating '7' in black and white, 5% of the pixels flipped: compare a Bernoulli "
+                   "likelihood's probabilities with a Gaussian one's grey values.",
+                   (GLYPH_N, GLYPH_SIZE ** 2), (GLYPH_SIZE, GLYPH_SIZE),
+                   f"angle ({ANGLE_BUCKET} degree bucket)"),
+        binary_glyph,
     ),
     _Sample(
         SampleInfo("walking-gap", "Walking, with a gap in time (for the dynamical model)",

@@ -49,7 +49,9 @@ def test_samples_listed_in_stable_order_with_glyph_first(monkeypatch):
     assert all(isinstance(i, SampleInfo) for i in infos)
     # the sample with missing pixels comes after these (tests/app/test_imputation.py), then the
     # samples of the dynamical and multi-view models (tests/app/test_gpds_mrd.py)
-    assert [i.name for i in infos] == list(DOCUMENTED) + ["occluded-glyph", "walking-gap", "two-views"]
+    # and the binary one, for the noise models (tests/app/test_binary_sample.py)
+    assert [i.name for i in infos] == list(DOCUMENTED) + ["occluded-glyph", "binary-glyph", "walking-gap",
+                                                          "two-views"]
     assert [i.name for i in samples()] == [i.name for i in infos]
     first = infos[0]
     assert first.image_shape is not None and 60 <= first.shape[0] <= 200
