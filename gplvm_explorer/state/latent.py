@@ -122,7 +122,7 @@ class Reconstruction:
     click: tuple  # (x, y) in the shown plane
     mean: np.ndarray  # (D,) original units
     std: np.ndarray  # (D,) predictive standard deviation, original units
-    variance: float  # mean predictive variance (model units)
+    variance: float  # mean predictive variance (model units; of the latent f under a non-Gaussian likelihood)
     nearest_index: int
     nearest_xy: tuple
     nearest_values: np.ndarray  # (D,) original units
@@ -130,6 +130,7 @@ class Reconstruction:
     image_shape: tuple | None
     feature_names: list
     drawn_in_page: bool = False  # the page drew mean and std itself; the server adds the rest
+    likelihood: str = "gaussian"  # the model's noise model: "bernoulli" means are P(y = 1)
 
     @property
     def is_image(self) -> bool:
@@ -163,7 +164,11 @@ def _shading_grid(result: TrainedResult, shading: str, dims, fixed, extent, reso
         # the metric's factors are formed once per model state (an M x M matrix); per grid: O(R^2 M (M + Q))
         mag = result.model.magnification(Xg, dims=tuple(int(d) for d in dims))
         return ShadingGrid(xs, ys, mag.reshape(R, R).astype(np.float32), "magnification")
-    _, var = result.predict(Xg)  # the result's cached factors: no pass over the N rows per grid
+    predict_f = getattr(result.model, "predict_f", None)
+    if callable(predict_f):  # a non-Gaussian likelihood: the latent functions' variance, not p (1 - p)
+        _, var = predict_f(Xg)
+    else:
+        _, var = result.predict(Xg)  # the result's cached factors: no pass over the N rows per grid
     var = var.mean(axis=1)  # per-output variances: shade by their mean
     return ShadingGrid(xs, ys, var.reshape(R, R).astype(np.float32), "variance")
 
@@ -394,6 +399,8 @@ class LatentSlice(param.Parameterized):
         loc[xd], loc[yd] = float(x), float(y)
         mean, var = v.result.predict(loc[None, :])
         mean, var = mean[0], np.maximum(var[0], 0.0)
+        predict_f = getattr(v.result.model, "predict_f", None)  # a non-Gaussian likelihood: f's variance
+        confidence = np.maximum(predict_f(loc[None, :])[1][0], 0.0) if callable(predict_f) else var
         ds = v.result.dataset
         j, _ = v.index.nearest(x, y)
         scale = getattr(ds, "scale", None)
@@ -406,11 +413,12 @@ class LatentSlice(param.Parameterized):
             mean_orig, nearest, labels = mean, np.full_like(mean, np.nan), None
         label = "" if labels is None else (f"{labels[j]:.3g}" if labels.dtype.kind == "f" else str(labels[j]))
         rec = Reconstruction(
-            location=loc, click=(float(x), float(y)), mean=mean_orig, std=std, variance=float(np.mean(var)),
+            location=loc, click=(float(x), float(y)), mean=mean_orig, std=std, variance=float(np.mean(confidence)),
             nearest_index=int(j), nearest_xy=(float(v.points[j, 0]), float(v.points[j, 1])),
             nearest_values=np.asarray(nearest, dtype=float), nearest_label=label,
             image_shape=None if ds is None else ds.image_shape,
-            feature_names=[] if ds is None else list(ds.feature_names or []), drawn_in_page=bool(drawn_in_page))
+            feature_names=[] if ds is None else list(ds.feature_names or []), drawn_in_page=bool(drawn_in_page),
+            likelihood=str(getattr(v.result.model, "likelihood", "gaussian")))
         self.reconstruction = rec
         return rec
 

@@ -9,18 +9,24 @@ Where the page predicts by itself (:mod:`.page_prediction`), the click's mean
 and ±2σ (or predicted and ±2σ images) are drawn by the page into
 ``profile_source`` (``pred_source``, ``std_source``) and the server adds the
 nearest training row (``nearest_source``, ``near_source``).
+
+A model with a Bernoulli likelihood predicts probabilities P(y = 1): the
+predicted image is a probability map on a fixed 0..1 scale with its 0.5
+contour (:mod:`.contour`), and a profile is drawn as bars in [0, 1]
+(``probability_source``) instead of a line with a ±2σ band.
 """
 from __future__ import annotations
 
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, LinearColorMapper, Range1d
+from bokeh.models import ColumnDataSource, DataRange1d, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 
 from .. import help_texts
 from ..explorer import Explorer
 from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, label_feature_axis, plain, title_with_help
+from .contour import level_segments
 from .page_prediction import in_standard_units, page_drawn_source
 
 GREYS = ["#%02x%02x%02x" % (v, v, v) for v in np.linspace(0, 255, 256).astype(int)]
@@ -30,6 +36,8 @@ UNCERTAINTY = ["#%02x%02x%02x" % (255 - int(t * 42), 255 - int(t * 161), 255 - i
 #: Width and height of each of the three images' figures.
 IMAGE_FIGURE = (124, 150)
 HINT = "Click the latent map to see the model's output there."
+#: Colour of the 0.5 contour drawn on a probability map.
+CONTOUR = "#d55e00"
 
 
 def nearest_title(index: int, label, width: int = 18) -> str:
@@ -61,11 +69,15 @@ class ReconstructionView(pn.viewable.Viewer):
                                             name="reconstruction-nearest-image")
         # two-line titles: the figures stay aligned whatever the click's titles say
         self.pred_fig = self._image_figure("Prediction\n", self.pred_source, self.mapper)
+        # a probability map's 0.5 contour (Bernoulli likelihood)
+        self.contour_source = ColumnDataSource({"xs": [], "ys": []}, name="reconstruction-contour")
+        self.pred_fig.multi_line("xs", "ys", source=self.contour_source, line_color=CONTOUR, line_width=2)
         self.std_fig = self._image_figure("±2σ\n", self.std_source, self.std_mapper)
         self.near_fig = self._image_figure("Nearest example\n", self.near_source, self.mapper)
         # other data: a profile of all D features
         # named: the browser tests and benchmarks find them by name
         self.profile_source = page_drawn_source(self._no_profile(), name="reconstruction-profile")
+        self.probability_source = ColumnDataSource({"x": [], "p": []}, name="reconstruction-probabilities")
         self.nearest_source = ColumnDataSource(self._no_nearest(), name="reconstruction-nearest")
         self.profile_fig = self._profile_figure()
         w, h = IMAGE_FIGURE
@@ -94,9 +106,13 @@ class ReconstructionView(pn.viewable.Viewer):
         fig = figure(title="Predicted features at the click", height=290, sizing_mode="stretch_width",
                      toolbar_location="above", tools="pan,wheel_zoom,box_zoom,reset,save",
                      x_axis_label="feature", y_axis_label="value")
-        fig.varea("x", "lower", "upper", source=self.profile_source, fill_color=ACCENT, fill_alpha=0.2,
-                  legend_label="±2σ")
-        fig.line("x", "mean", source=self.profile_source, color=ACCENT, line_width=2, legend_label="prediction")
+        self._band = fig.varea("x", "lower", "upper", source=self.profile_source, fill_color=ACCENT, fill_alpha=0.2,
+                               legend_label="±2σ")
+        self._line = fig.line("x", "mean", source=self.profile_source, color=ACCENT, line_width=2,
+                              legend_label="prediction")
+        self._bars = fig.vbar("x", top="p", bottom=0.0, width=0.7, source=self.probability_source,
+                              fill_color=ACCENT, fill_alpha=0.6, line_color=None, legend_label="P(y = 1)",
+                              visible=False)
         self._near_line = fig.line("x", "nearest", source=self.nearest_source, color="#d55e00",
                                    line_dash="dashed", line_width=1.5, legend_label="nearest training row")
         fig.legend.location = "top_left"
@@ -154,7 +170,10 @@ class ReconstructionView(pn.viewable.Viewer):
             return
         xd, yd = self.explorer.latent.shown_dims
         shown = f" (label {escape(rec.nearest_label, 60)})" if rec.nearest_label else ""
-        self.text.object = (f"At x{xd + 1} = {rec.click[0]:.3g}, x{yd + 1} = {rec.click[1]:.3g}: predictive variance "
+        what = {"bernoulli": "probabilities P(y = 1) (Bernoulli likelihood); latent variance",
+                "poisson": "expected counts (Poisson likelihood); latent variance"}.get(rec.likelihood,
+                                                                                      "predictive variance")
+        self.text.object = (f"At x{xd + 1} = {rec.click[0]:.3g}, x{yd + 1} = {rec.click[1]:.3g}: {what} "
                             f"{rec.variance:.3g}. Nearest training point #{rec.nearest_index}{shown}.")
         if rec.is_image:
             h, w = rec.image_shape
@@ -168,6 +187,13 @@ class ReconstructionView(pn.viewable.Viewer):
                 self.std_source.data = {"image": [2 * rec.std.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.near_source.data = {"image": [rec.nearest_values.reshape(h, w)[::-1]], "dw": [w], "dh": [h]}
             self.pred_fig.title.text = "Predicted\nat the click"
+            if rec.likelihood == "bernoulli":  # a probability map on a fixed scale, with its 0.5 contour
+                self.mapper.update(low=0.0, high=1.0)
+                xs, ys = level_segments(rec.mean.reshape(h, w)[::-1], 0.5)
+                self.contour_source.data = {"xs": xs, "ys": ys}
+                self.pred_fig.title.text = "P(y = 1), 0.5\ncontour"
+            else:
+                self.contour_source.data = {"xs": [], "ys": []}
             self.std_fig.title.text = f"±2σ\n≤ {2 * float(np.max(rec.std)):.2g}"
             self.near_fig.title.text = nearest_title(rec.nearest_index, rec.nearest_label)
         else:
@@ -180,6 +206,24 @@ class ReconstructionView(pn.viewable.Viewer):
                 self.profile_source.data = {"x": x, "mean": mean, "lower": mean - 2 * std, "upper": mean + 2 * std}
             self.nearest_source.data = {"x": x, "nearest": nearest}
             self.profile_fig.legend.items[2].label = {"value": f"nearest #{rec.nearest_index}"}
+            self._show_probabilities(rec, x)
+
+    def _show_probabilities(self, rec, x) -> None:
+        """A Bernoulli model's profile: bars of P(y = 1) in [0, 1] in place of the line and its band."""
+        binary = rec.likelihood == "bernoulli"
+        self._band.visible = self._line.visible = not binary
+        self._bars.visible = binary
+        self.probability_source.data = {"x": x, "p": rec.mean} if binary else {"x": [], "p": []}
+        fig = self.profile_fig
+        if binary:
+            if not isinstance(fig.y_range, Range1d):
+                fig.y_range = Range1d(-0.05, 1.05)
+            fig.yaxis.axis_label = "P(y = 1)"
+            fig.title.text = "P(y = 1) of every feature at the click"
+        elif fig.yaxis.axis_label == "P(y = 1)":  # the previous click's model was binary: back to the data's axis
+            fig.y_range = DataRange1d()
+            fig.yaxis.axis_label = "standardised value" if in_standard_units(self._shown_dataset) else "value"
+            fig.title.text = "Predicted features at the click"
 
     def page_targets(self) -> dict:
         """The sources the page draws a click's prediction into (see :mod:`.page_prediction`)."""
