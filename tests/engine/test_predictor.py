@@ -66,7 +66,8 @@ def test_collapsed_predictor_equals_the_dense_formulas_of_the_paper(name):
     X = points(2)
     mean, var = predictor.predict(X)
     ref_mean, ref_var = dense_collapsed(model, X)
-    np.testing.assert_allclose(mean, ref_mean, rtol=1e-7, atol=1e-8)
+    # absolute tolerance on the outputs' scale: a mean near zero carries the rounding of terms ~|Y|
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-7, atol=1e-8 * np.max(np.abs(ref_mean)))
     np.testing.assert_allclose(var, ref_var, rtol=1e-6, atol=1e-8)
     assert np.ptp(var[:, 0]) > 1e-3  # the points differ enough for a wrong variance to show
     if "missing" in name:
