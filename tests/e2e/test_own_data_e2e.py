@@ -18,6 +18,9 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
+#: the status line at a run's end: the iteration cap ("Finished") or the convergence rule ("Converged")
+DONE = re.compile(r"(?:Finished|Converged) after (\d+) iterations")
+
 
 def _upload(page, path) -> None:
     page.locator("input[type=file]").first.set_input_files(str(path))
@@ -199,8 +202,8 @@ def test_a_model_saved_and_reopened_on_the_page_is_whole(page, served_app, tmp_p
     _upload(page, path)
     wait_loaded(page, "wine-like.csv")
     train_to_end(page)
-    done = page.get_by_text(re.compile(r"Finished after (\d+) iterations")).first.inner_text()
-    iterations = int(re.search(r"Finished after (\d+) iterations", done).group(1))
+    done = page.get_by_text(DONE).first.inner_text()
+    iterations = int(DONE.search(done).group(1))
     points = poll(lambda: (lambda p: p if p[1] > 1 else None)(page.evaluate(NAMES_AND_TRACE)), timeout=30)[1]
     with page.expect_download(timeout=60_000) as info:
         page.get_by_role("button", name="Trained model (NPZ)").click()
@@ -257,7 +260,7 @@ def test_train_is_on_the_first_screen_at_1280x720(page, served_app, artifacts):
                          " return e ? e.textContent : null; }",
                          [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2]).strip() == "▶ Train"
     train.click()
-    page.get_by_text(re.compile(r"Finished after")).first.wait_for(timeout=150_000)
+    page.get_by_text(DONE).first.wait_for(timeout=150_000)
     page.screenshot(path=str(artifacts / "layout-1280x720.png"))
     cards = page.evaluate(CARD_SPANS)
     tall = [s for s in cards["spans"][:2] if s[1] - s[0] > cards["room"]]  # the status line, the map's card
@@ -279,7 +282,7 @@ def test_nothing_is_cut_off_at_1024x768(page, served_app, artifacts):
         picker.select_option(label=title)
         wait_loaded(page, sample)
         fill_numbers(page, {"Iterations": 60})
-        finished = page.get_by_text(re.compile(r"Finished after \d+ iterations"))
+        finished = page.get_by_text(DONE)
         click_train(page)
         assert poll(lambda: finished.count() == 0, timeout=60), "the run did not start"  # the last run's line went
         finished.first.wait_for(timeout=150_000)
@@ -298,7 +301,7 @@ def test_a_model_fitted_on_the_command_line_opens_with_its_images_and_trace(page
     """``gplvm-explorer fit my-digits.csv -o model.npz``, then ``gplvm-explorer model.npz``: images, names, trace."""
     from gplvm_explorer import fit_command
 
-    from .conftest import serve_cli
+    from browserkit import serve_cli
 
     data = tmp_path / "my-digits.csv"
     data.write_bytes(image_csv("pixel_{r}_{c}"))
