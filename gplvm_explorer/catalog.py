@@ -29,6 +29,7 @@ __all__ = [
     "Cost",
     "INITS",
     "KERNELS",
+    "LIKELIHOODS",
     "ModelConfig",
     "ModelSpec",
     "OPTIMIZERS",
@@ -54,6 +55,10 @@ INITS = {"pca": "PCA", "random": "Random", "isomap": "Isomap"}
 OPTIMIZERS = {"lbfgs": "L-BFGS-B", "scg": "Scaled conjugate gradients", "adam": "Adam",
               "svi": "Stochastic (SVI, minibatches)"}
 FULL_BATCH = ("lbfgs", "scg", "adam")  # optimisers of the models that see all rows per iteration
+#: Noise models (likelihoods): key -> label shown to people (Lawrence 2005, section 5).
+LIKELIHOODS = {"gaussian": "Gaussian (real values)", "bernoulli": "Bernoulli (binary 0/1)",
+               "poisson": "Poisson (counts)"}
+_ANY_LIKELIHOOD = tuple(LIKELIHOODS)  # the models with an explicit q(u) (Bayesian) or a Laplace fit (exact)
 
 try:  # the engine states how many points Isomap accepts
     from engine.init import ISOMAP_MAX_POINTS
@@ -89,6 +94,7 @@ class ModelConfig:
     view_names: tuple | None = None  # one name per view, for describe() and the views' panels
     layer_dims: tuple | None = None  # "layers": latent dims of each layer from the data side up (deep GP)
     batch_size: int = 256  # rows per iteration of the models trained by minibatches (ModelSpec.minibatch)
+    likelihood: str = "gaussian"  # the noise model (LIKELIHOODS): one of the spec's ``likelihoods``
 
     @property
     def spec(self) -> "ModelSpec":
@@ -115,7 +121,7 @@ class ModelConfig:
 
         return Settings(model=self.model, latent_dim=int(self.latent_dim), kernel=self.kernel, bias=bool(self.bias),
                         white=bool(self.white), num_inducing=int(self.num_inducing), init=self.init,
-                        seed=int(self.seed), batch_size=int(self.batch_size))
+                        seed=int(self.seed), batch_size=int(self.batch_size), likelihood=self.likelihood)
 
     def describe(self) -> str:
         """One line, e.g. ``Bayesian GP-LVM, RBF (ARD) + bias + white, Q=5, M=30, ...``."""
@@ -132,6 +138,8 @@ class ModelConfig:
             parts.append(f"M={self.num_inducing}")
         if s.minibatch:
             parts.append(f"batch={self.batch_size}")
+        if self.likelihood != "gaussian":
+            parts.append(f"likelihood={LIKELIHOODS.get(self.likelihood, self.likelihood).split(' (')[0]}")
         if "time" in s.inputs:
             parts.append(f"time={self.time_name or 'row order'}")
         if "views" in s.inputs and self.view_sizes:
@@ -187,6 +195,7 @@ class ModelSpec:
     scales_to: str = ""  # key of the model to propose for data beyond ``comfortable``
     distributable: bool = False  # the engine class takes backend= (e.g. engine.DaskBackend)
     short_name: str = ""  # for lists of models (the display name when empty)
+    likelihoods: tuple = ("gaussian",)  # the noise models it takes (LIKELIHOODS; the first is the default)
 
     def __post_init__(self):
         if not self.short_name:
@@ -230,12 +239,14 @@ class ModelSpec:
     def build(self, Y: np.ndarray, config: ModelConfig, backend=None):
         """The engine model (not fitted) this spec and ``config`` describe (:func:`engine.build.build`).
 
-        ``backend`` (an engine backend) is used only when the spec is ``distributable``.
+        ``backend`` (an engine backend) is used only when the spec is ``distributable`` and the
+        likelihood Gaussian (the backend sums the Gaussian bound's statistics).
         """
         from engine.build import build
 
+        distributed = self.distributable and config.likelihood == "gaussian"
         return build(Y, config.settings(), times=config.times, view_sizes=config.view_sizes,
-                     layer_dims=config.layer_dims, backend=backend if self.distributable else None)
+                     layer_dims=config.layer_dims, backend=backend if distributed else None)
 
 
 # Calibrated on a 2-core machine (20,000 x 30, Q=10, M=50: ~0.25 s per L-BFGS iteration
@@ -310,7 +321,7 @@ CATALOG: dict[str, ModelSpec] = {
             uncertain_latents=True, memory=_collapsed_memory,
             seconds=lambda n, d, q, m: _COLLAPSED_RATE * n * max(m, 1) ** 2 * q + 1e-7 * n * d,
             handles_missing=True, comfortable=_COMFORTABLE, scales_to="svi",
-            distributable=True,
+            distributable=True, likelihoods=_ANY_LIKELIHOOD,
         ),
         ModelSpec(
             key="sparse", display_name="Sparse GP-LVM", objective_name="ELBO",
@@ -335,6 +346,7 @@ CATALOG: dict[str, ModelSpec] = {
             uncertain_latents=False, memory=_exact_memory,
             seconds=lambda n, d, q, m: _EXACT_RATE * n ** 3 + 2e-9 * n * n * (d + q),
             cheaper="the sparse or Bayesian GP-LVM (their cost grows linearly with N)",
+            likelihoods=_ANY_LIKELIHOOD,
         ),
         ModelSpec(
             key="gpds", display_name="GP-LVM with dynamics (GPDS)", objective_name="ELBO",
@@ -589,6 +601,27 @@ def open_excess(key: str, n: int, d: int, q: int, m: int, budget: Budget | None 
     return budget_excess(s, s.cost(n, d, q, m), n, budget or Budget.from_env())
 
 
+def likelihood_models(likelihood: str) -> list[str]:
+    """Display names of the models that train with ``likelihood``."""
+    return [m.display_name for m in CATALOG.values() if likelihood in m.likelihoods]
+
+
+def likelihood_errors(config: ModelConfig) -> list[str]:
+    """Why ``config``'s model cannot train with its likelihood ([] when it can)."""
+    s, lik = spec(config.model), config.likelihood
+    if lik not in LIKELIHOODS:
+        return [f"Expected a likelihood in {sorted(LIKELIHOODS)}, got {lik!r} instead."]
+    label = LIKELIHOODS[lik].split(" (")[0]
+    if lik not in s.likelihoods:
+        return [f"The {s.display_name} takes only the Gaussian likelihood; a {label} one needs the "
+                + " or the ".join(likelihood_models(lik)) + "."]
+    if lik != "gaussian" and s.uncertain_latents and config.kernel != "rbf":
+        # the explicit q(u) needs the closed-form expectations of the RBF kernel
+        return [f"The {s.display_name} with a {label} likelihood takes the RBF kernel (with bias and white "
+                "noise, if you like); choose it, or the Gaussian likelihood."]
+    return []
+
+
 def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> tuple[list[str], list[str]]:
     """Validate ``config`` for data of shape ``(n, d)`` within ``budget``.
 
@@ -606,6 +639,7 @@ def check(config: ModelConfig, n: int, d: int, budget: Budget | None = None) -> 
     if config.optimizer not in s.optimizers:
         allowed = ", ".join(OPTIMIZERS[o] for o in s.optimizers)
         errors.append(f"The {s.display_name} trains with: {allowed}.")
+    errors += likelihood_errors(config)
     if s.minibatch and config.batch_size < 1:
         errors.append("The minibatch needs at least 1 row.")
     if config.latent_dim < 1:

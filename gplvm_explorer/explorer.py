@@ -15,11 +15,12 @@ import numpy as np
 import param
 
 from . import warmup
-from .catalog import CATALOG, Budget
+from .catalog import CATALOG, LIKELIHOODS, Budget
 from .dispatch import Dispatcher
 from .export import latent_nn_errors, latent_nn_errors_apply, summary_text
 from .data import DataError, Limits
 from .data.mapped import training_dataset
+from .data.value_kind import likelihood_for
 from .state.data import LoadedData
 from .state.deep import DeepLayers
 from .state.imputation import ImputedValues, MissingValues
@@ -77,7 +78,8 @@ class Explorer(param.Parameterized):
         prepare = lambda *events: self.dispatcher.soon(self._prepare)  # noqa: E731
         self.data.param.watch(prepare, ["dataset"])
         self.settings.param.watch(prepare, ["errors", "model", "kernel", "bias", "white", "latent_dim",
-                                            "num_inducing", "init", "optimizer", "seed", "layers", "batch_size"])
+                                            "num_inducing", "init", "optimizer", "seed", "layers", "batch_size",
+                                            "likelihood"])
         self.missing.param.watch(prepare, list(self.missing.param)[1:])
         self.inputs.param.watch(prepare, list(self.inputs.param)[1:])
         self.data.load_default()
@@ -116,6 +118,12 @@ class Explorer(param.Parameterized):
         DataError or ValueError say why it cannot."""
         # a model that cannot use missing cells trains on a completed copy
         ds = self.missing.training_data(ds, self.settings.spec)
+        likelihood = self.settings.config().likelihood
+        if likelihood != "gaussian" and ds.imputed is not None and ds.imputed.any():
+            label = LIKELIHOODS[likelihood].split(" (")[0]
+            raise ValueError(f"A {label} likelihood cannot train on missing cells filled with their column "
+                             "mean: drop the rows with missing cells, or choose the Bayesian GP-LVM (it trains "
+                             "on the missing cells as they are).")
         # a time per row, or the columns split into views (ModelSpec.inputs)
         ds, config = self.inputs.apply(ds, self.settings.spec, self.settings.config())
         # a minibatch model reads the command-line .npy file memory-mapped, never copied
@@ -161,6 +169,8 @@ class Explorer(param.Parameterized):
         self.inputs.set_dataset(ds)
         if ds is not None:
             self.settings.set_data_shape(ds.n, ds.d)
+            # binary or count values call for a Bernoulli or Poisson likelihood: proposed, the user may override
+            self.settings.propose_likelihood(likelihood_for(ds), ds.scale is not None)
         self._select_sample_model()
         # a click, its pictures and the pointer's caption belong to the data they were made on
         self.latent.reconstruction = None

@@ -67,6 +67,9 @@ def imputed_csv(result: TrainedResult) -> bytes:
     feature its value and ``<feature>_std``: 0 for an observed value, the
     predictive standard deviation for a value the model filled in (the
     column's spread for a cell filled with the column mean before training).
+    A Bernoulli model fills a cell with its probability P(y = 1) (its
+    ``_std`` is sqrt(p (1 - p))): a binary file comes back with 0, 1 and the
+    probabilities of the cells it lacked.
     """
     from .state.imputation import imputed_table
 

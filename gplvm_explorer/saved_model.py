@@ -82,8 +82,11 @@ def read_labels(source, n: int) -> tuple:
 
 
 def spec_for(model) -> ModelSpec:
-    """The catalog entry of ``model``'s class; DataError for the models the page cannot open."""
-    return spec_for_class(type(model).__name__)
+    """The catalog entry of ``model``'s class (or of the class it specialises: a non-Gaussian
+    ``BayesianGPLVM(..., likelihood="bernoulli")`` is a subclass); DataError for the models the page cannot open."""
+    from engine.io import public_class_name
+
+    return spec_for_class(public_class_name(model))
 
 
 def spec_for_class(name: str) -> ModelSpec:
@@ -148,6 +151,12 @@ def config_for(model, max_iters: int = 300, settings: dict | None = None) -> Mod
     spec = spec_for(model)
     kwargs = dict(model=spec.key, latent_dim=int(model.latent_dim), max_iters=int(max_iters),
                   **_kernel_settings(model))
+    likelihood = str(getattr(model, "likelihood", "gaussian"))
+    if likelihood != "gaussian":
+        if likelihood not in spec.likelihoods:
+            raise DataError(f"The app trains the {spec.display_name} with the Gaussian likelihood only, not "
+                            f"likelihood={plain(likelihood, 30)!r}; load it with engine.io.load_model.")
+        kwargs["likelihood"] = likelihood
     if spec.uses_inducing:
         kwargs["num_inducing"] = int(model.num_inducing)
     if spec.minibatch:
@@ -241,7 +250,7 @@ def open_model(explorer, model, name: str, labels=None, label_name: str | None =
         return False
     settings = explorer.settings
     for key in ("model", "kernel", "bias", "white", "latent_dim", "num_inducing", "batch_size", "optimizer", "init",
-                "max_iters", "seed"):
+                "max_iters", "seed", "likelihood"):
         try:
             setattr(settings, key, getattr(config, key))
         except ValueError as exc:  # e.g. Q=1, below the card's range: the result is shown all the same

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["LikelihoodProposal", "propose_likelihood"]
+__all__ = ["LikelihoodProposal", "likelihood_for", "propose_likelihood"]
 
 #: Largest count the Poisson proposal accepts: beyond it a count is as well served by a Gaussian.
 _LARGEST_COUNT = 1e6
@@ -47,3 +47,11 @@ def propose_likelihood(values) -> LikelihoodProposal:
             "poisson", "Every value is a whole number of at least 0: a Poisson likelihood models counts "
                        "(predictions are expected counts; a Gaussian one can predict negative counts).")
     return LikelihoodProposal("gaussian", "")
+
+
+def likelihood_for(dataset) -> LikelihoodProposal:
+    """The likelihood that matches a `Dataset`'s values as loaded (standardisation undone)."""
+    values = dataset.values
+    if dataset.scale is not None:  # undone to within rounding: 0/1 and counts come back whole
+        values = np.round(dataset.unstandardize(values), 9)
+    return propose_likelihood(values)

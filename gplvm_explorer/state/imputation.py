@@ -27,7 +27,7 @@ from ..catalog import ModelSpec
 logger = logging.getLogger(__name__)
 
 __all__ = ["ImputedValues", "MISSING_CHOICES", "MissingValues", "RowImputation", "imputed_table",
-           "missing_cells", "row_imputation", "training_data"]
+           "missing_cells", "model_likelihood", "row_imputation", "training_data"]
 
 #: What to do with missing cells for a model that cannot use them: prepare() mode -> label.
 MISSING_CHOICES = {
@@ -84,6 +84,7 @@ class RowImputation:
     feature_names: list
     image_shape: tuple | None
     label: str
+    likelihood: str = "gaussian"  # the model's noise model: "bernoulli" fills cells with P(y = 1)
 
     @property
     def n_missing(self) -> int:
@@ -97,6 +98,11 @@ class RowImputation:
     @property
     def is_image(self) -> bool:
         return self.image_shape is not None
+
+    @property
+    def probabilities(self) -> bool:
+        """The filled-in cells are probabilities P(y = 1) (a Bernoulli model), not values ± 2σ."""
+        return self.likelihood == "bernoulli"
 
 
 def _label(dataset, row: int) -> str:
@@ -132,14 +138,20 @@ def row_imputation(result, row: int) -> RowImputation:
     std = std * _scale(ds)
     return RowImputation(row=row, values=values, std=std, missing=nan | filled_before, method=method,
                          feature_names=list(ds.feature_names), image_shape=ds.image_shape,
-                         label=_label(ds, row))
+                         label=_label(ds, row), likelihood=model_likelihood(result.model))
+
+
+def model_likelihood(model) -> str:
+    """The noise model of a trained model: "gaussian", "bernoulli" (predictions are P(y = 1)) or "poisson"."""
+    return str(getattr(model, "likelihood", "gaussian"))
 
 
 def imputed_table(result) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values, std, missing), each (N, D), for every training row of ``result`` (original units).
 
-    Missing cells get the model's prediction (``model.impute()``) with its
-    predictive standard deviation; cells filled with the column mean before
+    Missing cells get the model's prediction (``model.impute()``: for a
+    Bernoulli model the probability P(y = 1)) with its predictive standard
+    deviation (Bernoulli: sqrt(p (1 - p))); cells filled with the column mean before
     training get the column's spread; observed cells keep their value with
     std 0.
     """

@@ -7,7 +7,7 @@ import logging
 import param
 
 from .. import catalog
-from ..catalog import CATALOG, DEFAULT_MAX_ITERS, INITS, KERNELS, OPTIMIZERS, Budget, ModelConfig
+from ..catalog import CATALOG, DEFAULT_MAX_ITERS, INITS, KERNELS, LIKELIHOODS, OPTIMIZERS, Budget, ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -15,11 +15,12 @@ __all__ = ["ModelSettings"]
 
 
 class ModelSettings(param.Parameterized):
-    """Model, kernel, Q, M, initialisation, optimiser, iterations and seed.
+    """Model, kernel, Q, M, likelihood, initialisation, optimiser, iterations and seed.
 
     ``errors`` make training impossible (too big for the budget, M > N, ...);
     ``notes`` explain automatic adjustments and costs.  Call
-    :meth:`set_data_shape` when the data change.
+    :meth:`set_data_shape` when the data change, and :meth:`propose_likelihood`
+    with the noise model that fits them (the user may choose another one).
     """
 
     model = param.Selector(default="bayesian", objects=list(CATALOG))
@@ -37,6 +38,11 @@ class ModelSettings(param.Parameterized):
     batch_size = param.Integer(default=256, bounds=(1, 100000), doc="Rows per iteration (minibatch models).")
     suggestion = param.String(default="", doc="Key of a model the catalog proposes for these data (or '').")
     layers = param.String(default="5, 2", doc="Each layer's latent dims, data side first (models with layers).")
+    likelihood = param.Selector(default="gaussian", objects=list(LIKELIHOODS),
+                                doc="The noise model; used by the models that take one (ModelSpec.likelihoods).")
+    proposed_likelihood = param.String(default="gaussian", doc="The likelihood the loaded data's values call for.")
+    likelihood_reason = param.String(default="", doc="One line: why the data call for the proposed likelihood "
+                                                     "(plain text; '' for real values).")
     errors = param.List(default=["Load data first."])
     notes = param.List(default=[])
     locked = param.Boolean(default=False, doc="True while a training runs.")
@@ -46,11 +52,12 @@ class ModelSettings(param.Parameterized):
         self.budget = budget or Budget.from_env()
         self._shape: tuple[int, int] | None = None
         self._extra_notes: list[str] = []
+        self._standardised = False  # the loaded data are standardised (not their values as loaded)
         self.timing = None  # catalog.StartTiming: the page's measured start (set_timing)
         self._adjusting = False
         self.param.watch(self._on_change, ["model", "kernel", "bias", "white", "latent_dim", "num_inducing",
                                            "init", "optimizer", "max_iters", "until_converged", "seed", "layers",
-                                           "batch_size"])
+                                           "batch_size", "likelihood"])
 
     @property
     def spec(self) -> catalog.ModelSpec:
@@ -76,8 +83,42 @@ class ModelSettings(param.Parameterized):
                            latent_dim=latent_dim, num_inducing=int(self.num_inducing), init=self.init,
                            optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed),
                            until_converged=bool(self.until_converged),
-                           layer_dims=layer_dims, batch_size=int(self.batch_size))
+                           layer_dims=layer_dims, batch_size=int(self.batch_size),
+                           likelihood=self.likelihood if self.takes_likelihood() else "gaussian")
 
+    def takes_likelihood(self) -> bool:
+        """The chosen model trains with a likelihood other than the Gaussian one."""
+        return len(self.spec.likelihoods) > 1
+
+    def propose_likelihood(self, proposal, standardised: bool = False) -> None:
+        """The loaded data call for ``proposal`` (`data.value_kind.LikelihoodProposal`): choose it,
+        unless the data are ``standardised`` (a non-Gaussian likelihood models the values as loaded:
+        the Gaussian one stays, and the note says how to use the proposed one)."""
+        self._standardised = bool(standardised)
+        with param.parameterized.batch_call_watchers(self):
+            self.proposed_likelihood = proposal.likelihood
+            self.likelihood_reason = proposal.reason
+            self.likelihood = "gaussian" if self._standardised else proposal.likelihood
+        self.validate(self._extra_notes)
+
+    def likelihood_note(self) -> str:
+        """One line for the likelihood choice (plain text): why it is proposed, why it is not
+        available for the chosen model, or '' when there is nothing to say."""
+        label = lambda key: LIKELIHOODS[key].split(" (")[0]  # noqa: E731
+        if not self.takes_likelihood():
+            if self.proposed_likelihood == "gaussian":
+                return ""
+            others = " or the ".join(catalog.likelihood_models(self.proposed_likelihood))
+            return (f"{self.likelihood_reason} The {self.spec.display_name} takes only the Gaussian likelihood: "
+                    f"choose the {others} for a {label(self.proposed_likelihood)} one.")
+        if self.proposed_likelihood == "gaussian":
+            return ""
+        if self._standardised and self.likelihood == "gaussian":
+            return (f"{self.likelihood_reason} Untick 'Standardise features' on the Data card to use a "
+                    f"{label(self.proposed_likelihood)} likelihood (it models the values as loaded).")
+        if self.likelihood != self.proposed_likelihood:
+            return f"Proposed: {label(self.proposed_likelihood)}. {self.likelihood_reason}"
+        return self.likelihood_reason
     def set_timing(self, timing) -> None:
         """The page timed a prepared start (catalog.StartTiming): estimates and the proposal follow it."""
         self.timing = timing
@@ -122,7 +163,9 @@ class ModelSettings(param.Parameterized):
             self.errors = ["Load data first."]
             return False
         self._extra_notes = list(extra_notes or [])
-        errors, notes = catalog.check(self.config(), *self._shape, budget=self.budget)
+        config = self.config()
+        errors, notes = catalog.check(config, *self._shape, budget=self.budget)
+        errors += self._likelihood_data_errors(config.likelihood)
         self.suggestion = catalog.suggestion(self.config(), *self._shape, self.timing)
         if "layers" in self.spec.inputs:
             try:
@@ -132,6 +175,21 @@ class ModelSettings(param.Parameterized):
         self.notes = list(extra_notes or []) + notes + [self.eta_note()]
         self.errors = errors
         return not errors
+
+    def _likelihood_data_errors(self, likelihood: str) -> list[str]:
+        """Why the loaded data cannot be modelled with ``likelihood`` ([] when they can)."""
+        if likelihood == "gaussian":
+            return []
+        label = LIKELIHOODS[likelihood].split(" (")[0]
+        fits = {"bernoulli": ("bernoulli",), "poisson": ("bernoulli", "poisson")}[likelihood]
+        if self.proposed_likelihood not in fits:
+            what = "0 or 1" if likelihood == "bernoulli" else "whole numbers of at least 0 (counts)"
+            return [f"A {label} likelihood needs every value to be {what}; these data are not: "
+                    "choose the Gaussian likelihood."]
+        if self._standardised:
+            return [f"A {label} likelihood models the values as loaded, not standardised ones: untick "
+                    "'Standardise features' on the Data card, or choose the Gaussian likelihood."]
+        return []
 
     def _on_change(self, event):
         if self._adjusting:

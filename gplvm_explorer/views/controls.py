@@ -5,7 +5,7 @@ import numpy as np
 import panel as pn
 import param
 
-from ..catalog import CATALOG, INITS, OPTIMIZERS
+from ..catalog import CATALOG, INITS, LIKELIHOODS, OPTIMIZERS
 from ..data.images import shape_label, square_shape
 from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
@@ -159,7 +159,7 @@ class DataPanel(pn.viewable.Viewer):
 
 
 class ModelPanel(pn.viewable.Viewer):
-    """Model kind, kernel, Q, M, initialisation, optimiser, iterations, seed."""
+    """Model kind, kernel, likelihood, Q, M, initialisation, optimiser, iterations, seed."""
 
     explorer = param.ClassSelector(class_=Explorer)
 
@@ -173,6 +173,14 @@ class ModelPanel(pn.viewable.Viewer):
         self.kernel = pn.widgets.Select(label="Kernel", options=s.kernel_options(), value=s.kernel,
                                         sizing_mode="stretch_width")
         sync(self.kernel, s, "kernel")
+        # the noise model: proposed from the data's values (one line says why), hidden for the models
+        # that take only the Gaussian one (the line says which can)
+        self.likelihood = pn.widgets.Select(label="Likelihood (noise model)", options=inv(LIKELIHOODS),
+                                            value=s.likelihood, sizing_mode="stretch_width",
+                                            css_classes=["gx-likelihood"])
+        sync(self.likelihood, s, "likelihood")
+        self.likelihood_note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[NOTE_MD], margin=(0, 10),
+                                            css_classes=["gx-likelihood-note"], visible=False)
         self.bias = pn.widgets.Checkbox.from_param(s.param.bias, label="+ bias")
         self.white = pn.widgets.Checkbox.from_param(s.param.white, label="+ white noise")
         self.latent_dim = pn.widgets.IntSlider.from_param(s.param.latent_dim, label="Latent dimensions Q",
@@ -196,7 +204,7 @@ class ModelPanel(pn.viewable.Viewer):
         self.notes = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self.errors = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["gx-model-errors"])
-        s.param.watch(self._refresh, ["model", "errors", "notes"])
+        s.param.watch(self._refresh, ["model", "errors", "notes", "likelihood", "likelihood_reason"])
         s.param.watch(self._on_locked, ["locked"])  # every Train click: only the widgets' state
         self._refresh()
 
@@ -214,6 +222,10 @@ class ModelPanel(pn.viewable.Viewer):
         if self.optimizer.value != s.optimizer:
             self.optimizer.value = s.optimizer
         self.latent_dim.visible = "layers" not in s.spec.inputs  # models with layers give their dims as text
+        self.likelihood.visible = s.takes_likelihood()  # else the note says which models take one
+        note = s.likelihood_note()
+        self.likelihood_note.object = f"<p>{escape(note, None)}</p>" if note else ""
+        self.likelihood_note.visible = bool(note)
         self.notes.object = _alert_text(" ".join(s.notes))
         self.notes.visible = bool(s.notes)
         errs = [e for e in s.errors if e != "Load data first."]
@@ -222,13 +234,16 @@ class ModelPanel(pn.viewable.Viewer):
         self._on_locked()
 
     def _on_locked(self, *events):
+        s = self.explorer.settings
         for w in (self.model, self.kernel, self.bias, self.white, self.latent_dim, self.num_inducing,
                   self.init, self.optimizer, self.max_iters, self.until_converged, self.seed):
-            w.disabled = self.explorer.settings.locked
+            w.disabled = s.locked
+        self.likelihood.disabled = s.locked
 
     def __panel__(self):
         return pn.Column(
-            self.model, self.kernel, pn.Row(self.bias, self.white, sizing_mode="stretch_width"),
+            self.model, self.likelihood, self.likelihood_note, self.kernel,
+            pn.Row(self.bias, self.white, sizing_mode="stretch_width"),
             self.latent_dim, self.num_inducing,
             pn.Row(self.init, self.optimizer, sizing_mode="stretch_width"),
             pn.Row(self.max_iters, self.seed, sizing_mode="stretch_width"), self.until_converged,

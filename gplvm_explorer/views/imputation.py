@@ -15,7 +15,7 @@ import logging
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, LinearColorMapper, Range1d
+from bokeh.models import ColumnDataSource, DataRange1d, LinearColorMapper, Range1d
 from bokeh.palettes import Inferno256
 from bokeh.plotting import figure
 
@@ -112,9 +112,9 @@ class ImputationView(pn.viewable.Viewer):
         self.filled_fig.segment("x0", "y0", "x1", "y1", source=self.outline_source, line_color=MARK,
                                 line_width=2)
         self.std_fig = self._image_figure("2σ of the filled pixels", self.std_source, self.std_mapper)
-        self.images = pn.FlexBox(*(pn.pane.Bokeh(f, width=214, height=240)
-                                   for f in (self.observed_fig, self.filled_fig, self.std_fig)), visible=False,
-                                 sizing_mode="stretch_width")
+        panes = [pn.pane.Bokeh(f, width=214, height=240) for f in (self.observed_fig, self.filled_fig, self.std_fig)]
+        self._std_pane = panes[2]  # a Bernoulli model's filled pixels are probabilities: no 2σ image
+        self.images = pn.FlexBox(*panes, visible=False, sizing_mode="stretch_width")
 
         # other data: one point per feature
         self.obs_points = ColumnDataSource({"x": [], "observed": []})
@@ -194,8 +194,9 @@ class ImputationView(pn.viewable.Viewer):
             body = "complete, nothing filled in."
         elif imp.method == "model":
             what = "pixel(s)" if imp.is_image else "value(s)"
+            how = (" as probabilities P(y = 1) (Bernoulli likelihood)" if imp.probabilities else ", with ±2σ")
             body = (f"{imp.n_missing} of {imp.values.size} {what} filled in by the "
-                    f"{escape(result.config.spec.display_name)}{live}, with ±2σ.")
+                    f"{escape(result.config.spec.display_name)}{live}{how}.")
         elif imp.method == "column mean":
             body = (f"{imp.n_missing} value(s) were filled with their column mean before training (the "
                     f"{escape(result.config.spec.display_name)} cannot use missing values); ±2σ is the column's "
@@ -218,7 +219,12 @@ class ImputationView(pn.viewable.Viewer):
         self.images.visible, self.profile.visible, self.table.visible = True, False, False
         filled = imp.values.reshape(h, w)
         lo, hi = float(np.nanmin(filled)), float(np.nanmax(filled))
+        if imp.probabilities:  # 0/1 pixels and probabilities on one fixed scale
+            lo, hi = 0.0, 1.0
         self.mapper.update(low=lo, high=hi if hi > lo else lo + 1.0)
+        self._std_pane.visible = not imp.probabilities
+        self.filled_fig.title.text = ("Filled in: P(y = 1) (outlined)" if imp.probabilities
+                                      else "Filled in (outlined)")
         two_sd = np.where(imp.missing, 2.0 * imp.std, np.nan).reshape(h, w)
         top = float(np.nanmax(two_sd)) if imp.missing.any() else 0.0
         self.std_mapper.update(low=0.0, high=top if top > 0 else 1.0, nan_color="#000000")
@@ -235,18 +241,37 @@ class ImputationView(pn.viewable.Viewer):
         obs = ~imp.missing
         m = imp.missing
         self.obs_points.data = {"x": x[obs], "observed": imp.values[obs]}
-        self.imp_points.data = {"x": x[m], "imputed": imp.values[m], "lower": imp.values[m] - 2 * imp.std[m],
-                                "upper": imp.values[m] + 2 * imp.std[m]}
+        spread = 0.0 if imp.probabilities else 2 * imp.std[m]  # a probability carries its own uncertainty
+        self.imp_points.data = {"x": x[m], "imputed": imp.values[m], "lower": imp.values[m] - spread,
+                                "upper": imp.values[m] + spread}
+        self._probability_axis(imp.probabilities)
         idx = np.nonzero(m)[0]
         if idx.size:
-            cells = "".join(
-                f"<li><b>{escape(imp.feature_names[j], 40)}</b> = {imp.values[j]:.4g} ± {2 * imp.std[j]:.2g}</li>"
-                for j in idx[:MAX_LISTED])
+            if imp.probabilities:
+                cells = "".join(f"<li><b>{escape(imp.feature_names[j], 40)}</b>: P(y = 1) = {imp.values[j]:.3f}</li>"
+                                for j in idx[:MAX_LISTED])
+                head = "Filled in (the probability of a 1):"
+            else:
+                cells = "".join(
+                    f"<li><b>{escape(imp.feature_names[j], 40)}</b> = {imp.values[j]:.4g} ± {2 * imp.std[j]:.2g}</li>"
+                    for j in idx[:MAX_LISTED])
+                head = "Filled in (value ± 2σ):"
             more = f"<li>… and {idx.size - MAX_LISTED} more</li>" if idx.size > MAX_LISTED else ""
-            self.table.object = f"<p>Filled in (value ± 2σ):</p><ul>{cells}{more}</ul>"
+            self.table.object = f"<p>{head}</p><ul>{cells}{more}</ul>"
             self.table.visible = True
         else:
             self.table.visible = False
+
+    def _probability_axis(self, probabilities: bool) -> None:
+        """A Bernoulli model's profile on a fixed [0, 1] axis of P(y = 1); else the data's own axis."""
+        fig = self.profile_fig
+        if probabilities:
+            if not isinstance(fig.y_range, Range1d):
+                fig.y_range = Range1d(-0.05, 1.05)
+            fig.yaxis.axis_label = "observed value, or P(y = 1) where filled in"
+        elif isinstance(fig.y_range, Range1d):
+            fig.y_range = DataRange1d()
+            fig.yaxis.axis_label = "value"
 
     # ---- export ----------------------------------------------------------------------
     def _csv(self):
