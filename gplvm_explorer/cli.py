@@ -144,13 +144,11 @@ def session_page(build=None):
     from gplvm_explorer import saved_model
 
     if path is not None and saved_model.is_model_file(path):
-        try:
+        def read():  # e.g. the file changed since the server started: the Data card says so
             model, context = _saved_model(str(path), path.stat().st_mtime_ns)
-            model = model.copy()
-        except Exception as exc:  # noqa: BLE001 - e.g. the file changed since the server started
-            ex.page_error = f"Could not open the saved model {path.name}: {exc}"
-        else:
-            saved_model.open_model(ex, model, path.name, context=context)
+            return model.copy(), context
+
+        saved_model.open_model_soon(ex, read, path.name)  # on a thread: a new tab holds up no one
         return page  # the saved model's settings are the page's; command-line settings do not apply
     if path is not None:
         def loader(label_column, standardize):

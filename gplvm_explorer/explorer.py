@@ -55,6 +55,7 @@ class Explorer(param.Parameterized):
         self._colouring_cache = None
         self._summary_args = None  # the arguments of the summary on show (its 1-NN line comes later)
         self._sample_model = None  # the model a sample selected (see _select_sample_model)
+        self.opening = None  # the saved model being opened on a thread (saved_model.open_model_soon)
         self.data = LoadedData()
         self.settings = ModelSettings(budget=budget)
         self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
@@ -194,13 +195,13 @@ class Explorer(param.Parameterized):
 
         content, name = event.new
         self.data.saved_model = None  # taken: the same file uploaded again opens again
-        try:  # the arrays of an upload may unpack to at most a few times the upload limit
-            model = saved_model.load(content, name, max_unpacked=8 * Limits().max_bytes, budget=self.settings.budget)
-        except DataError as exc:  # the message names the file and says why
-            self.data.error = str(exc)
-            return
-        context = saved_model.read_context(content, model.num_data, model.output_dim)
-        saved_model.open_model(self, model, name, context=context)
+        budget = self.settings.budget
+
+        def read():  # the arrays of an upload may unpack to at most a few times the upload limit
+            model = saved_model.load(content, name, max_unpacked=8 * Limits().max_bytes, budget=budget)
+            return model, saved_model.read_context(content, model.num_data, model.output_dim)
+
+        saved_model.open_model_soon(self, read, name)
 
     def _on_status(self, event) -> None:
         status = Status(event.new)

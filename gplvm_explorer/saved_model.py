@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import threading
 import zipfile
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from .training.worker import TrainedResult
 logger = logging.getLogger(__name__)
 
 __all__ = ["is_model_file", "load", "write", "read_labels", "read_context", "config_for", "dataset_for",
-           "open_model"]
+           "open_model", "open_model_soon"]
 
 #: Entries every file written by engine.io.save_model holds.
 MODEL_ENTRIES = ("format_version.npy", "model_class.npy")
@@ -221,21 +222,87 @@ def open_model(explorer, model, name: str, labels=None, label_name: str | None =
     standardisation, the objective trace, the iterations and the settings; ``labels`` (one per
     row) colour the points of a file without them.  Everything is computed before the page
     changes: when it cannot be shown, the data and the result on show stay exactly as they were
-    and the Data card says why.
+    and the Data card says why.  The computing happens on the calling thread: a served page
+    opens through `open_model_soon` instead.
     """
     if explorer.training.active:
         explorer.data.error = f"Could not open {quote(name)}: stop the training first."
         return False
     ctx = context or SavedContext()
     try:
-        config, dataset, result = prepare_opening(model, name, labels, label_name, explorer.settings.max_iters,
-                                                  explorer.training.run_id + 1, ctx)
+        prepared = prepare_opening(model, name, labels, label_name, explorer.settings.max_iters,
+                                   explorer.training.run_id + 1, ctx)
     except Exception as exc:  # noqa: BLE001 - any failure: nothing on the page changes, and it says why
-        if not isinstance(exc, (DataError, EngineError)):
-            logger.exception("Could not open the saved model %s", name)
-        explorer.data.error = f"Could not open {quote(name)}: {exc}"
+        _refused(explorer, name, exc)
         return False
+    return _show_prepared(explorer, name, ctx, *prepared)
 
+
+def open_model_soon(explorer, read, name: str) -> None:
+    """Open the model ``read()`` returns as ``(model, context)`` without holding up the server.
+
+    On a served page, reading the file and computing the model's result (an exact GP-LVM's
+    kernel matrix and its factors: seconds for a few thousand rows) happen on a thread of their
+    own, so the server's other sessions, and this one, stay responsive; the page changes once
+    they are done, on the page's thread, unless another file was opened meanwhile.  A page that
+    is not served (tests, notebooks' explorers) opens on the calling thread, as `open_model`.
+    """
+    if not explorer.dispatcher.served:
+        try:
+            model, context = read()
+        except Exception as exc:  # noqa: BLE001 - the message names the file and says why
+            _refused(explorer, name, exc, reading=True)
+            return
+        open_model(explorer, model, name, context=context)
+        return
+    if explorer.training.active:
+        explorer.data.error = f"Could not open {quote(name)}: stop the training first."
+        return
+    token = explorer.opening = object()  # the newest file opened wins
+    max_iters, run_id = explorer.settings.max_iters, explorer.training.run_id + 1
+    explorer.training.message, explorer.training.message_kind = f"Opening {quote(name)}…", "info"
+
+    def done(fn):
+        def apply():
+            if explorer.opening is token:
+                explorer.opening = None
+                explorer.training.message = ""
+                fn()
+        explorer.dispatcher.soon(apply)
+
+    def work():
+        try:
+            model, context = read()
+        except Exception as exc:  # noqa: BLE001 - shown in the Data card, the page unchanged
+            done(lambda exc=exc: _refused(explorer, name, exc, reading=True))
+            return
+        ctx = context or SavedContext()
+        try:
+            prepared = prepare_opening(model, name, None, None, max_iters, run_id, ctx)
+        except Exception as exc:  # noqa: BLE001 - shown in the Data card, the page unchanged
+            done(lambda exc=exc: _refused(explorer, name, exc))
+            return
+        done(lambda: _apply_opening(explorer, name, ctx, prepared))
+
+    threading.Thread(target=work, name="gplvm-open-model", daemon=True).start()
+
+
+def _apply_opening(explorer, name, ctx, prepared) -> None:
+    if explorer.training.active:
+        explorer.data.error = f"Could not open {quote(name)}: stop the training first."
+        return
+    _show_prepared(explorer, name, ctx, *prepared)
+
+
+def _refused(explorer, name: str, exc: BaseException, reading: bool = False) -> None:
+    """The Data card says why ``name`` was not opened (the page unchanged); `load`'s own
+    messages (``reading``) already name the file."""
+    if not isinstance(exc, (DataError, EngineError)):
+        logger.error("Could not open the saved model %s", name, exc_info=exc)
+    explorer.data.error = str(exc) if reading and isinstance(exc, DataError) else f"Could not open {quote(name)}: {exc}"
+
+
+def _show_prepared(explorer, name: str, ctx: SavedContext, config, dataset, result) -> bool:
     standardised = dataset.scale is not None
 
     def loader(label_column, standardize, image_shape=None):  # the model's data, in the units it was trained in

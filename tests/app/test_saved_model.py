@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import io
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -206,3 +208,68 @@ def test_the_objective_plot_says_an_opened_model_has_no_trace_until_it_trains(ma
     assert ex.train(), ex.training.message
     assert pump(ex, lambda: ex.training.status in ("finished", "stopped", "failed"), timeout=120)
     assert len(plot.source.data["iteration"]) > 0 and not plot.note.visible
+
+
+class _ServedDoc:
+    """A served session's document as the dispatcher uses it: callbacks queued for the page's next tick."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def add_next_tick_callback(self, fn):
+        self.callbacks.append(fn)
+
+    def run_until(self, cond, timeout=60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while self.callbacks:
+                self.callbacks.pop(0)()
+            if cond():
+                return True
+            time.sleep(0.01)
+        return cond()
+
+
+def test_a_served_page_opens_a_model_on_a_thread_of_its_own(make_explorer, monkeypatch):
+    """Opening (an exact GP-LVM's kernel matrix and factors: seconds at a few thousand rows) does not run on
+    the server's thread, where it held up every session: the upload returns while the model is still being
+    prepared, the page keeps its data meanwhile, and the model is shown once it is ready."""
+    model = _fitted("gplvm")
+    doc = _ServedDoc()
+    ex = make_explorer(doc=doc)
+    assert ex.data.load_upload(b"a,b,c\n" + b"\n".join(b"%d,%d,%d" % (i, i * i % 7, i % 3) for i in range(30)),
+                               "first.csv"), ex.data.error
+    before = ex.data.dataset
+    release, threads = threading.Event(), []
+    real = saved_model.prepare_opening
+
+    def gated(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        assert release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(saved_model, "prepare_opening", gated)
+    assert ex.data.load_upload(_npz_bytes(model), "slow.npz")  # returns with the opening still waiting
+    assert doc.run_until(lambda: threads, timeout=30)
+    assert threads == ["gplvm-open-model"]
+    assert ex.data.dataset is before and ex.training.opened == "" and ex.training.message == "Opening 'slow.npz'…"
+    release.set()
+    assert doc.run_until(lambda: ex.training.opened == "slow.npz"), ex.data.error
+    assert ex.training.result.objective == model.objective() and ex.data.dataset.n == 40
+    assert ex.training.message == "" and ex.data.error == ""
+
+
+def test_a_model_refused_on_the_thread_says_why_and_keeps_the_page(make_explorer):
+    doc = _ServedDoc()
+    ex = make_explorer(doc=doc)
+    assert ex.data.load_upload(b"a,b,c\n" + b"\n".join(b"%d,%d,%d" % (i, i * i % 7, i % 3) for i in range(30)),
+                               "first.csv"), ex.data.error
+    before = ex.data.dataset
+    arrays = engine.io.model_arrays(_fitted("bayesian"))
+    arrays["free_vector"] = np.full_like(arrays["free_vector"], np.nan)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    assert ex.data.load_upload(buf.getvalue(), "nan.npz")
+    assert doc.run_until(lambda: ex.data.error != "")
+    assert "'nan.npz'" in ex.data.error and "NaN" in ex.data.error, ex.data.error
+    assert ex.data.dataset is before and ex.training.opened == "" and ex.training.message == ""
