@@ -14,8 +14,9 @@ reached; a second Ctrl-C aborts without saving.
 
 Exit codes::
 
-    0    fitted and saved
-    1    the fit failed numerically (the best point reached is still saved when there is one)
+    0    fitted and saved (also when the numbers end the fit early, as on the page: the best point
+         reached is saved and a line says so)
+    1    the fit failed numerically before its first iteration, or with an error the engine raised
     2    impossible settings or command-line usage (e.g. more inducing points than rows,
          --latent-dim above the data's columns, a model bigger than this machine's memory)
     3    the data file cannot be used (not found, not a regular file, not a table of numbers, ...)
@@ -75,7 +76,7 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(
         prog="gplvm-explorer fit",
         description="Fit a GP-LVM to a data file without the browser and save the trained model.",
-        epilog="Exit codes: 0 saved; 1 the fit failed numerically; 2 impossible settings; "
+        epilog="Exit codes: 0 saved (also when stopped early at the best point); 1 the fit failed; 2 impossible settings; "
                "3 unusable data file; 4 cannot write the output; 70 unexpected internal error; "
                "130 interrupted (Ctrl-C), best point saved. Open the saved model in the app or with "
                "engine.io.load_model.",
@@ -515,10 +516,17 @@ def run(args) -> int:
         signum = stopper.signum
 
     saved = f"Saved {out}" + (f" and {coords}" if coords is not None else "")
-    if failure is not None:
+    if failure is not None and not (isinstance(failure, engine.NumericalError) and trace.iterations):
         print(f"error: the fit failed: {_message(failure)}", file=err)
         print(f"{saved} at the best point reached ({model.objective_name} {float(objective)!r}).", file=err)
         return EXIT_FIT_FAILED
+    if failure is not None:  # the numbers ended it after some iterations: a result, as on the page
+        from gplvm_explorer.training.worker import stopped_early_note
+
+        print(stopped_early_note(int(trace.iterations[-1]), failure,
+                                 f"{saved} at the best point reached ({model.objective_name} {float(objective)!r})"),
+              file=err)
+        return EXIT_OK
     if result.stopped:
         print(f"Stopped after {result.iterations} iterations; {saved} at the best point "
               f"({model.objective_name} {float(objective)!r}).", file=err)

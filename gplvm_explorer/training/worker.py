@@ -50,7 +50,16 @@ __all__ = [
     "configure_limiter",
     "default_limiter",
     "explain_error",
+    "stopped_early_note",
 ]
+
+
+def stopped_early_note(iteration: int, exc: BaseException, kept: str) -> str:
+    """What people read when the numbers ended a fit after ``iteration`` iterations (a NumericalError
+    ``exc``; its best point is kept, as ``kept`` says): the page's note and the command line's line."""
+    reason = str(exc).split(". Try")[0].rstrip(".")
+    return (f"Stopped early at iteration {iteration}: {reason}. {kept}; standardising the data, fewer inducing "
+            "points or a smaller Q may let it train longer.")
 
 
 class Status(str, enum.Enum):
@@ -801,10 +810,8 @@ class TrainingJob:
 
     def _stopped_early(self, exc) -> str:
         """The note of a fit the numbers ended after some iterations (its best point is kept)."""
-        reason = str(exc).split(". Try")[0].rstrip(".")
-        logger.warning("Training run %d stopped early at iteration %d: %s", self.run_id, self._last_seen[0], reason)
-        return (f"Stopped early at iteration {self._last_seen[0]}: {reason}. The result is the best point "
-                "reached; standardising the data, fewer inducing points or a smaller Q may let it train longer.")
+        logger.warning("Training run %d stopped early at iteration %d: %s", self.run_id, self._last_seen[0], exc)
+        return stopped_early_note(self._last_seen[0], exc, "The result is the best point reached")
 
     def _remember(self, callback):
         def wrapped(snap):

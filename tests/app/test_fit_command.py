@@ -256,3 +256,39 @@ def test_a_signal_stops_a_long_fit_and_saves_the_best_point(tmp_path, signum):
     assert model.objective() == pytest.approx(reported_objective(err), rel=1e-10, abs=0)
     assert np.loadtxt(coords, delimiter=",", skiprows=1).shape == (300, 3)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_fit_the_numbers_end_after_some_iterations_is_saved_as_on_the_page(data_csv, tmp_path, capsys,
+                                                                              monkeypatch):
+    """The page keeps such a fit's best point as a result with a note; the command line too (exit 0, one
+    line), instead of 'error: the fit failed' and exit 1 for a model it saved all the same."""
+    import engine
+
+    real_fit = engine.fit
+
+    def fit_then_fail(model, callback=None, **kwargs):  # as engine.fit does: the model left at its best point
+        real_fit(model, max_iters=2, callback=callback)
+        raise engine.NumericalError("The inducing-point kernel matrix Kmm could not be factorised even with "
+                                    "jitter 0.27 (1.0e-03 of its mean diagonal). Try standardising the data.")
+
+    monkeypatch.setattr(engine, "fit", fit_then_fail)
+    out = tmp_path / "early.npz"
+    code, err = run_fit([data_csv, "-o", out], capsys)
+    assert code == fit_command.EXIT_OK, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("Stopped early at iteration 2: The inducing-point kernel matrix Kmm could not be "
+                           f"factorised even with jitter 0.27 (1.0e-03 of its mean diagonal). Saved {out} at the "
+                           "best point reached (ELBO "), last
+    assert "error" not in err and out.exists()
+    assert float(OBJECTIVE.search(last).group(1)) == pytest.approx(load_model(out).objective(), rel=1e-12)
+
+
+def test_a_fit_that_fails_before_any_iteration_still_exits_1(data_csv, tmp_path, capsys, monkeypatch):
+    import engine
+
+    def fail(model, callback=None, **kwargs):
+        raise engine.NumericalError("The inducing-point kernel matrix Kmm could not be factorised.")
+
+    monkeypatch.setattr(engine, "fit", fail)
+    code, err = run_fit([data_csv, "-o", tmp_path / "never.npz"], capsys)
+    assert code == fit_command.EXIT_FIT_FAILED and "error: the fit failed: The inducing-point" in err, err
