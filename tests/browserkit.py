@@ -147,7 +147,7 @@ def serve_panel(log_path: Path, timeout: float = 90):
 
 @contextmanager
 def serve_cli(args, log_dir: Path, timeout: float = 120):
-    """``gplvm-explorer ARGS`` on a free port; yields the page's URL.
+    """``gplvm-explorer ARGS`` on a free port; yields a :class:`ServedURL` of the page.
 
     The server's output goes to ``log_dir/server.log``; when it does not come up, the
     RuntimeError carries the log's end.
@@ -157,8 +157,8 @@ def serve_cli(args, log_dir: Path, timeout: float = 120):
     cmd = [sys.executable, "-m", "gplvm_explorer.cli", *map(str, args), "--port", str(port), "--address", "127.0.0.1"]
     with open(Path(log_dir) / "server.log", "w+") as log:
         try:
-            with _process_group(cmd, log, f"http://127.0.0.1:{port}/liveness", timeout, env=env):
-                yield f"http://127.0.0.1:{port}/"
+            with _process_group(cmd, log, f"http://127.0.0.1:{port}/liveness", timeout, env=env) as proc:
+                yield ServedURL(f"http://127.0.0.1:{port}/", proc.pid)
         except RuntimeError as exc:
             log.seek(0)
             raise RuntimeError(f"the CLI did not serve ({exc}): {log.read()[-3000:]}") from None
