@@ -16,7 +16,7 @@ from pathlib import Path
 import holoviews as hv
 import panel as pn
 
-from gplvm_explorer import help_texts, warmup
+from gplvm_explorer import help_texts, memory, warmup
 from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.views import (
     ARDPlot,
@@ -141,14 +141,16 @@ def create_app(**explorer_options):
         def _destroyed(session_context, ex=ex, log=logger):
             log.debug("Session %s destroyed", getattr(session_context, "id", "?"))
             ex.close()
+            memory.release_soon()  # its arrays, once the session is gone, back to the system
 
         pn.state.on_session_destroyed(_destroyed)
     template.explorer = ex  # handy for tests and debugging
     return template
 
 
-# Compile the numerical kernels in the background, once per process.
+# Compile the numerical kernels in the background, once per process; the process's memory in few heaps.
 warmup.start()
+memory.limit_arenas()
 
 if __name__.startswith("bokeh_app") or __name__ == "__main__":
     create_app().servable(title=TITLE)

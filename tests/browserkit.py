@@ -7,6 +7,7 @@ are thin wrappers of these), ``scripts/screenshot.py`` and ``benchmarks/bench_ap
   :func:`serve_panel` (``python -m panel serve`` in its own process group),
   :func:`serve_cli` (``gplvm-explorer ARGS``), on a :func:`free_port` of
   127.0.0.1, each up once :func:`wait_http` sees its liveness URL answer;
+  :func:`vm_rss_mb` reads a served process's memory;
 * Chromium -- :func:`find_chromium`, :data:`CHROMIUM_ARGS` (Debian's Chromium,
   headless, no network chatter);
 * the page -- :data:`READY` / :func:`wait_ready`, :data:`PROBES` (``window.__gk``:
@@ -103,6 +104,17 @@ def serve_in_process(factory=None, *, server_options: bool = True, warm: bool = 
         yield f"http://127.0.0.1:{port}/app"
     finally:
         server.stop()
+
+
+def vm_rss_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of process ``pid`` in MB: its resident memory now and at its peak (Linux)."""
+    values = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                key, kb = line.split()[:2]
+                values[key] = int(kb) / 1024.0
+    return values["VmRSS:"], values["VmHWM:"]
 
 
 class ServedURL(str):
