@@ -16,8 +16,8 @@ import re
 
 import numpy as np
 
-__all__ = ["IMAGE_PREFIXES", "MIN_PIXELS", "image_shape_from_names", "parse_shape", "shape_choices",
-           "shape_label", "square_shape"]
+__all__ = ["IMAGE_PREFIXES", "MIN_PIXELS", "column_beside_pixels", "image_shape_from_names", "parse_shape",
+           "shape_choices", "shape_label", "square_shape"]
 
 #: Name prefixes that mark a single pixel index (``pixel12``) as a pixel of a square image.
 IMAGE_PREFIXES = ("pixel", "pixels", "pix", "pxl", "px", "image", "img")
@@ -80,6 +80,34 @@ def image_shape_from_names(names) -> tuple[tuple[int, int], np.ndarray] | None:
     if len(names) < MIN_PIXELS:
         return None
     return _two_index(names) or _one_index(names)
+
+
+def _skeleton(name: str):
+    """What a pixel name looks like without its numbers (None: no pixel name)."""
+    two = _TWO.match(name)
+    if two:
+        return ("two", two.group(1).lower(), two.group(3).lower(), two.group(5).lower())
+    one = _ONE.match(name)
+    return ("one", one.group(1).lower().strip(" _-.")) if one else None
+
+
+def column_beside_pixels(names) -> str | None:
+    """The one column of ``names`` that is not a pixel when all the others name an image's pixels, else None.
+
+    A file of images often carries one more column -- the digit, the class, an id -- that no
+    label guess by name finds (``digit``); left among the pixels it keeps the rows from being
+    images.  The page offers it as the label column.
+    """
+    names = [str(n).strip() for n in names]
+    if len(names) <= MIN_PIXELS:
+        return None
+    shapes = [_skeleton(n) for n in names]
+    common = max(set(shapes), key=shapes.count)
+    others = [j for j, s in enumerate(shapes) if s != common or s is None]
+    if common is None or len(others) != 1:
+        return None
+    rest = names[:others[0]] + names[others[0] + 1:]
+    return names[others[0]] if image_shape_from_names(rest) is not None else None
 
 
 def square_shape(d: int) -> tuple[int, int] | None:

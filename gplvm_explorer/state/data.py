@@ -257,7 +257,7 @@ class LoadedData(param.Parameterized):
         for c in columns:
             if c.strip().lower() in _LABEL_GUESSES:
                 return c
-        return None
+        return images.column_beside_pixels(columns)  # e.g. 'digit' beside pixel_0_0 ... pixel_7_7
 
     def _on_sample(self, event):
         if self._quiet or not event.new:

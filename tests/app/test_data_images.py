@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from gplvm_explorer.data import load_file
-from gplvm_explorer.data.images import (image_shape_from_names, parse_shape, shape_choices, shape_label,
-                                        square_shape)
+from gplvm_explorer.data.images import (column_beside_pixels, image_shape_from_names, parse_shape, shape_choices,
+                                        shape_label, square_shape)
 from userdata import glyph_images, image_csv
 
 
@@ -40,6 +40,39 @@ def test_columns_in_another_order_are_put_row_by_row():
 ])
 def test_other_names_are_not_images(names):
     assert image_shape_from_names(names) is None
+
+
+PIXELS = [f"pixel_{r}_{c}" for r in range(8) for c in range(8)]
+
+
+@pytest.mark.parametrize("names, beside", [
+    (["digit"] + PIXELS, "digit"),
+    (PIXELS[:10] + ["id"] + PIXELS[10:], "id"),
+    ([f"pixel{i}" for i in range(64)] + ["class_2"], "class_2"),
+    (PIXELS, None),  # nothing beside the pixels
+    (["digit", "id"] + PIXELS, None),  # two other columns: which one is the label is the user's call
+    (["digit"] + PIXELS[:-1], None),  # the others are no full grid
+    ([f"x{j}" for j in range(1, 65)] + ["digit"], None),  # numbered columns are not pixels
+    (["a", "b", "c", "d"], None),
+])
+def test_the_one_column_beside_an_images_pixels(names, beside):
+    assert column_beside_pixels(names) == beside
+
+
+def test_an_uploaded_image_csv_with_a_numbered_label_column_is_images_labelled_by_it(make_explorer):
+    """A digits file as scikit-learn's digits make it: 'digit' (0..9, numbers) then pixel_r_c columns.
+    No label guess by name finds 'digit'; left among the pixels it kept the rows from being images."""
+    images, shapes = glyph_images()
+    digit = np.array([{"bar": 1, "ring": 0, "cross": 4}[s] for s in shapes])
+    rows = "\n".join(f"{d}," + ",".join(f"{v:g}" for v in img.ravel()) for d, img in zip(digit, images))
+    content = (",".join(["digit"] + PIXELS) + "\n" + rows + "\n").encode()
+    ex = make_explorer()
+    assert ex.data.load_upload(content, "digits.csv"), ex.data.error
+    ds = ex.data.dataset
+    assert ds.image_shape == (8, 8) and ds.d == 64 and ex.data.label_column == "digit"
+    np.testing.assert_allclose(ds.values, images.reshape(len(images), 64), atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(ds.labels).astype(float), digit)
+    assert not ex.data.standardize  # pixels share one unit
 
 
 def test_shapes_a_user_may_pick():
