@@ -120,6 +120,11 @@ class ReconstructionView(pn.viewable.Viewer):
         fig.legend.label_text_font_size = "8pt"
         fig.legend.background_fill_alpha = 0.6
         fig.add_layout(fig.legend[0], "above")
+        items = fig.legend[0].items
+        self._near_item = next(item for item in items if self._near_line in item.renderers)
+        self._bars_item = next(item for item in items if self._bars in item.renderers)
+        self._bars_item.visible = False  # a Bernoulli model's only
+        self._gaussian_items = [item for item in items if {self._band, self._line} & set(item.renderers)]
         return fig
 
     @staticmethod
@@ -205,14 +210,16 @@ class ReconstructionView(pn.viewable.Viewer):
             if not rec.drawn_in_page:
                 self.profile_source.data = {"x": x, "mean": mean, "lower": mean - 2 * std, "upper": mean + 2 * std}
             self.nearest_source.data = {"x": x, "nearest": nearest}
-            self.profile_fig.legend.items[2].label = {"value": f"nearest #{rec.nearest_index}"}
+            self._near_item.label = {"value": f"nearest #{rec.nearest_index}"}
             self._show_probabilities(rec, x)
 
     def _show_probabilities(self, rec, x) -> None:
         """A Bernoulli model's profile: bars of P(y = 1) in [0, 1] in place of the line and its band."""
         binary = rec.likelihood == "bernoulli"
         self._band.visible = self._line.visible = not binary
-        self._bars.visible = binary
+        for item in self._gaussian_items:
+            item.visible = not binary
+        self._bars.visible = self._bars_item.visible = binary
         self.probability_source.data = {"x": x, "p": rec.mean} if binary else {"x": [], "p": []}
         fig = self.profile_fig
         if binary:

@@ -88,6 +88,8 @@ def test_a_bernoulli_profile_is_bars_in_zero_one(make_explorer, pump):
     assert recon._bars.visible and not recon._line.visible and not recon._band.visible
     assert isinstance(recon.profile_fig.y_range, Range1d) and recon.profile_fig.y_range.end == 1.05
     assert recon.profile_fig.yaxis.axis_label == "P(y = 1)"
+    shown = [item.label["value"] for item in recon.profile_fig.legend[0].items if item.visible]
+    assert shown == ["P(y = 1)", f"nearest #{rec.nearest_index}"], shown
 
 
 def test_imputed_binary_cells_are_probabilities(make_explorer, pump):

@@ -138,6 +138,9 @@ def test_a_standardised_tables_reconstruction_is_drawn_in_standardised_units(mak
     np.testing.assert_allclose(recon.nearest_source.data["nearest"], ds.values[rec.nearest_index], rtol=1e-9)
     assert recon.profile_fig.yaxis[0].axis_label == "standardised value"
     assert np.abs(drawn["mean"]).max() < 5  # z-scores, not hundreds of mg/l
+    # the legend names what is drawn: the nearest row's number on its own line, no probability bars
+    shown = [item.label["value"] for item in recon.profile_fig.legend[0].items if item.visible]
+    assert shown == ["±2σ", "prediction", f"nearest #{rec.nearest_index}"], shown
     # the page predicts in the same units: the model's, not the file's
     page = latent.predictor_source.data
     expected = predictor_columns(ex.training.result.predictor, None)
