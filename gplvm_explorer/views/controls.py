@@ -5,7 +5,8 @@ import numpy as np
 import panel as pn
 import param
 
-from ..catalog import CATALOG, INITS, LIKELIHOODS, OPTIMIZERS
+from ..catalog import CATALOG, INITS, LIKELIHOODS, OPTIMIZERS, format_seconds
+from ..catalog import spec as model_spec
 from ..data.images import shape_label, square_shape
 from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
@@ -384,6 +385,19 @@ def progress_text(tr) -> str:
         f"{tr.rate:.1f} it/s", _eta(tr), f"{_duration(tr.elapsed)} elapsed") if part)
 
 
+def proposal_text(settings) -> str:
+    """The catalog's proposal for big data in one line of the status bar (plain text; '' when none): the
+    proposal itself sits in the Model card, often below the sidebar's first screen."""
+    key = settings.suggestion
+    if not key:
+        return ""
+    mine, theirs = settings.estimate(), settings.estimate(key)
+    if mine is None or theirs is None:
+        return ""
+    return (f"Big data: the {settings.spec.short_name} would take {format_seconds(mine.seconds)} until converged; "
+            f"the Model card proposes {model_spec(key).short_name} ({format_seconds(theirs.seconds)}).")
+
+
 def stale_text(trained, loaded) -> str:
     """Why the views show another data set's model (plain text): ``trained`` and ``loaded`` are Datasets."""
     old = plain(trained.name, 60)
@@ -405,6 +419,7 @@ class StatusBar(pn.viewable.Viewer):
         ex.training.param.watch(self._refresh, ["status", "iteration", "max_iters", "objective", "queue_position"])
         ex.param.watch(self._refresh, ["warming_up", "result_source"])
         ex.data.param.watch(self._refresh, ["dataset"])
+        ex.settings.param.watch(self._refresh, ["suggestion", "notes"])
         self._refresh()
 
     def _refresh(self, *events):
@@ -421,8 +436,12 @@ class StatusBar(pn.viewable.Viewer):
         stale = ""
         if ex.result_is_stale and st not in ACTIVE:
             stale = f" <span class='gx-stale'>· {escape(stale_text(tr.result.dataset, ex.data.dataset))}</span>"
+        proposal = proposal_text(ex.settings) if st == "idle" else ""
+        if proposal:
+            proposal = f" <span class='gx-proposal'>· {escape(proposal)}</span>"
         self.text.object = (f"<span class='gx-badge gx-{st}'>{badge}</span> "
-                            f"<span class='gx-progress-text'>{escape(progress_text(tr))}</span>{stale}{warm}")
+                            f"<span class='gx-progress-text'>{escape(progress_text(tr))}</span>{stale}"
+                            f"{proposal}{warm}")
 
     def __panel__(self):
         return pn.Column(self.text, self.bar, sizing_mode="stretch_width", styles=STATUS_STYLES)

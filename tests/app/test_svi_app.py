@@ -13,7 +13,7 @@ import pytest
 
 from gplvm_explorer import serving
 from gplvm_explorer.catalog import (CATALOG, PROPOSE_ABOVE_SECONDS, ModelConfig, StartTiming, check, estimate, spec,
-                                    suggestion)
+                                    suggestion, format_seconds)
 from gplvm_explorer.data import Dataset
 from gplvm_explorer.data.mapped import training_dataset
 from gplvm_explorer.data.npfile import map_npy
@@ -123,6 +123,26 @@ def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
     panel = MinibatchPanel(explorer=small)
     assert small.settings.suggestion == "" and not panel.proposal.visible
     assert not any("Proposed" in n for n in small.settings.notes)
+    small.close()
+
+
+def test_the_status_line_points_at_the_proposal_until_a_run_starts():
+    """The proposal sits in the Model card, below the sidebar's first screen on a laptop: the status line
+    at the top says it is there (and what both runs would take) while the page waits for Train."""
+    from gplvm_explorer.views import StatusBar
+
+    rows = spec("bayesian").comfortable_rows(ModelConfig(), 3)
+    big = _explorer_with(np.zeros((rows + 1000, 3)))
+    bar = StatusBar(explorer=big)
+    line = html.unescape(bar.text.object)
+    mine, svi = big.settings.estimate(), big.settings.estimate("svi")
+    assert (f"Big data: the Bayesian GP-LVM would take {format_seconds(mine.seconds)} until converged; the Model "
+            f"card proposes Stochastic (SVI) ({format_seconds(svi.seconds)})." in line), line
+    big.settings.model = "svi"  # taken: the line goes
+    assert "Big data" not in html.unescape(bar.text.object)
+    big.close()
+    small = _explorer_with(_blobs(500, 3))
+    assert "Big data" not in html.unescape(StatusBar(explorer=small).text.object)
     small.close()
 
 

@@ -69,6 +69,11 @@ def test_a_big_file_gets_the_stochastic_model_proposed_with_measured_etas(page, 
     notes.wait_for(timeout=30_000)
     line = notes.inner_text()
     assert re.search(r"Bayesian GP-LVM ≈ \d", line) and re.search(r"Stochastic \(SVI\) ≈ \d", line), line
+    # the status line at the top points at it (the Model card is below the sidebar's first screen)
+    line = page.locator(".gx-proposal").first
+    line.wait_for(state="visible", timeout=30_000)
+    assert re.search(r"Big data: the Bayesian GP-LVM would take ≈ [\d.]+ (s|min|h) until converged; the Model card "
+                     r"proposes Stochastic \(SVI\) \(≈ [\d.]+ (s|min|h)\)\.", line.inner_text()), line.inner_text()
     page.screenshot(path=str(artifacts / "cost-big-proposal.png"), full_page=True)
     print(f"proposal shown {shown:.1f} s after the upload began; {text}")
 
@@ -77,6 +82,7 @@ def test_a_big_file_gets_the_stochastic_model_proposed_with_measured_etas(page, 
     assert poll(lambda: not page.locator(".gx-suggestion").first.is_visible(), timeout=30)
     model = page.get_by_label("Model", exact=True)
     assert poll(lambda: "stochastic" in model.locator("option:checked").inner_text(), timeout=30)
+    assert poll(lambda: page.locator(".gx-proposal").count() == 0, timeout=30)
 
 
 def test_a_small_file_gets_no_proposal_and_an_estimate(page, served_app, artifacts):
