@@ -23,6 +23,7 @@ import param
 
 from ..catalog import ModelConfig
 from ..dispatch import Dispatcher
+from ..training.pace import Pace
 from ..training.worker import (ACTIVE, Limiter, PreparedStart, ProgressEvent, ResultEvent, Status, StatusEvent,
                                TrainedResult, TrainingJob, default_limiter)
 
@@ -88,6 +89,7 @@ class TrainingRun(param.Parameterized):
         self._deferred: list = []  # events of the current run left for the next page update
         self._recent = collections.deque(maxlen=RATE_WINDOW)  # (iteration, elapsed) of recent progress
         self.trace = hv.streams.Buffer(self._empty_trace(), length=1_000_000, index=False)
+        self.pace = Pace()  # iterations per second of this page's fits (0: real time); changeable while training
 
     @staticmethod
     def _empty_trace() -> pd.DataFrame:
@@ -125,7 +127,7 @@ class TrainingRun(param.Parameterized):
             prepared = None
         job = TrainingJob(self.run_id + 1, dataset.values, config, dataset=dataset, notify=self._notify,
                           limiter=self._limiter, build=self._build, publish_interval=self.publish_interval,
-                          notify_interval=self.notify_interval, prepared=prepared)
+                          notify_interval=self.notify_interval, prepared=prepared, pace=self.pace)
         # the thread builds the model while the page redraws for the new run (its events wait for pump)
         try:
             job.start()

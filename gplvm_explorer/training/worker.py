@@ -554,13 +554,14 @@ class TrainingJob:
     notify_interval : seconds between two progress notifications.
     prepared : a :class:`PreparedStart` of the same data and settings: its model and starting
         value are taken instead of building (the value is iteration 0 at once).
+    pace : a :class:`~gplvm_explorer.training.pace.Pace` spacing the iterations (None: unpaced).
     """
 
     def __init__(self, run_id: int, Y: np.ndarray, config: ModelConfig, *, dataset=None,
                  notify: Callable[[], None] | None = None, limiter: Limiter | None = None,
                  build: Callable[[np.ndarray, ModelConfig], Any] | None = None,
                  publish_interval: float = 1.0, notify_interval: float = 0.2,
-                 prepared: PreparedStart | None = None):
+                 prepared: PreparedStart | None = None, pace=None):
         self.run_id = int(run_id)
         self.config = config
         self._Y = Y
@@ -588,6 +589,7 @@ class TrainingJob:
         self._thread: threading.Thread | None = None
         self._prepared = prepared
         self._note = ""  # what changed when the start fell back (start_with_fallbacks)
+        self._pace = pace
 
     # ---- control (any thread) ----------------------------------------------------
     @property
@@ -726,6 +728,8 @@ class TrainingJob:
         if now - self._last_notify >= self.notify_interval:
             self._last_notify = now
             self._notify()
+        if self._pace is not None:
+            self._pace.wait(self._stop)
 
     def _publish(self, model, snap, final: bool) -> None:
         objective = None if snap is not None else self._trace_last_objective()
@@ -775,6 +779,8 @@ class TrainingJob:
                     self._on_first_value(start_value)
                     observed = _Observed(model, lambda value: _check_start(start_value, value))
                 callback = self._remember(self._on_snapshot)
+                if self._pace is not None:
+                    self._pace.restart()
                 try:
                     result = engine.fit(observed, optimizer=self.config.optimizer,
                                         max_iters=int(self.config.max_iters), callback=callback, stop=self._stop,
