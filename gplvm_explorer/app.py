@@ -36,6 +36,7 @@ from gplvm_explorer.views.common import title_with_help
 from gplvm_explorer.views.deep_layers import DeepLayersInput, DeepLayersView
 from gplvm_explorer.views.dynamics import DynamicsView
 from gplvm_explorer.views.geodesic import GeodesicView
+from gplvm_explorer.views.lesson import LessonButton, LessonCard, LessonLayout
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
@@ -81,55 +82,67 @@ class Fast(pn.theme.Fast):
     _resources = {**pn.theme.Fast._resources, "font": {}}
 
 
-def create_app(**explorer_options):
-    """Build one page.  ``explorer_options`` go to :class:`Explorer` (tests pass a limiter or a model builder)."""
+def create_app(lesson=None, **explorer_options):
+    """Build one page.  ``lesson``: a LessonPlan to open at once (``gplvm-explorer --lesson``), else the bundled
+    one behind the Lesson button; ``explorer_options`` go to :class:`Explorer` (tests pass a limiter or a
+    model builder)."""
+    from gplvm_explorer.state.lesson import Lesson
+
     doc = _served_doc()
     ex = Explorer(doc=doc, **explorer_options)
+    ex.lesson = Lesson(ex, plan=lesson, shown=lesson is not None)
+    parts = LessonLayout(ex.lesson)  # the step's views outlined; presenter view shows the essential ones
+    part = parts.frame
 
     def card(view, title, help_md, **kw):
         return pn.Card(view, header=title_with_help(title, help_md, level=4), sizing_mode="stretch_width",
                        collapsible=True, margin=(6, 4), **kw)
 
     sidebar = [
-        card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA),
-        card(pn.Column(ModelPanel(explorer=ex), MinibatchPanel(explorer=ex), ModelInputsPanel(explorer=ex),
-                       DeepLayersInput(explorer=ex),
-                       MissingDataChoice(explorer=ex),
-                       sizing_mode="stretch_width"),
-             "2 · Model", help_texts.MODEL),
+        part("lesson", card(LessonCard(lesson=ex.lesson, pace=ex.training.pace), "Lesson", help_texts.LESSON,
+                            css_classes=["gx-lesson-card"]), wrap=False),
+        part("data", card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA), wrap=False),
+        part("model", card(pn.Column(ModelPanel(explorer=ex), MinibatchPanel(explorer=ex),
+                                     ModelInputsPanel(explorer=ex), DeepLayersInput(explorer=ex),
+                                     MissingDataChoice(explorer=ex), sizing_mode="stretch_width"),
+                           "2 · Model", help_texts.MODEL), wrap=False),
         # kept in sight at the sidebar's foot (style.css): Train is on the first screen, whatever the height
-        card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING, css_classes=["gx-train-card"]),
+        part("training", card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING,
+                              css_classes=["gx-train-card"]), wrap=False),
     ]
     reconstruction = ReconstructionView(explorer=ex)
     geodesic = GeodesicView(explorer=ex)
     main = [
         PageErrors(explorer=ex),
-        StatusBar(explorer=ex),
+        part("status", StatusBar(explorer=ex)),  # presenter view: the lesson card shows the progress
         # the map and, beside it or (narrow screens) below it, the reconstruction and the ARD bars
         pn.FlexBox(
-            pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction, geodesic=geodesic), geodesic,
-                      sizing_mode="stretch_width", min_width=440, styles={"flex": "1 1 440px"}),
-            pn.Column(reconstruction, ARDPlot(explorer=ex), width=400, styles={"flex": "0 0 400px"}),
+            part("map", pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction, geodesic=geodesic), geodesic,
+                                  sizing_mode="stretch_width", min_width=440, styles={"flex": "1 1 440px"}),
+                 wrap=False),
+            pn.Column(part("reconstruction", reconstruction), part("ard", ARDPlot(explorer=ex)), width=400,
+                      styles={"flex": "0 0 400px"}),
             flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
         ),
-        DynamicsView(explorer=ex),  # shown for the models whose catalog entry has panel="dynamics"
-        MultiViewView(explorer=ex),  # ... panel="views"
-        DeepLayersView(explorer=ex),  # ... panel="deep"
-        ObjectivePlot(explorer=ex),
-        ImputationView(explorer=ex),
-        ExportPanel(explorer=ex),
+        part("dynamics", DynamicsView(explorer=ex)),  # shown for the models whose catalog entry has panel="dynamics"
+        part("views", MultiViewView(explorer=ex)),  # ... panel="views"
+        part("deep", DeepLayersView(explorer=ex)),  # ... panel="deep"
+        part("objective", ObjectivePlot(explorer=ex)),
+        part("imputation", ImputationView(explorer=ex)),
+        part("export", ExportPanel(explorer=ex)),
     ]
     template = pn.template.FastListTemplate(
         title=TITLE,
         sidebar=sidebar,
         main=main,
+        header=[LessonButton(lesson=ex.lesson)],
         sidebar_width=340,
         accent_base_color="#1f5f8b",
         header_background="#1f5f8b",
         logo=_data_uri("logo.svg"),
         # Panel infers the favicon type from the URL's ending; the fragment keeps the data URI intact
         favicon=_data_uri("favicon.svg") + "#favicon.svg",
-        raw_css=[_asset_text("style.css")],
+        raw_css=[_asset_text("style.css"), _asset_text("presenter.css")],
         theme_toggle=False,
         main_layout=None,
         # no web font: the page makes no request outside its own server (offline rooms, firewalls)

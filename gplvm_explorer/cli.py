@@ -3,7 +3,8 @@
 ``--label COLUMN --model M --latent-dim Q --num-inducing M`` set the page's
 data and model settings in every session (they stay changeable there);
 ``--dask-scheduler ADDRESS`` fits Bayesian and sparse GP-LVMs on a dask.distributed
-cluster (``engine.DaskBackend``).
+cluster (``engine.DaskBackend``).  ``--lesson [LESSON]`` opens a guided lesson in every
+session: the bundled one, or a lesson file (JSON, ``docs/lessons.md``).
 
 ``gplvm-explorer fit FILE ... -o model.npz``: fit headless (see `gplvm_explorer.fit_command`).
 
@@ -22,7 +23,7 @@ line on stderr (`gplvm_explorer.cli_checks`). Exit codes::
     2    impossible settings or command-line usage: an unknown or bad flag, a port outside
          1-65535 or in use, an address this machine does not have, a dask scheduler that is
          malformed or does not answer within 10 s
-    3    FILE cannot be used: not found, not a regular file (a device such as /dev/zero, a
+    3    FILE (or the --lesson file) cannot be used: not found, not a regular file (a device such as /dev/zero, a
          pipe, a directory), not data the app reads, or a saved model that is damaged or too
          big to open in a session
     70   an unexpected internal error (reported in one line)
@@ -60,6 +61,9 @@ def parse_args(argv=None):
     p.add_argument("--num-inducing", type=int, default=None, metavar="M", help="inducing points M")
     p.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
                    help="fit Bayesian and sparse GP-LVMs on this dask.distributed scheduler (e.g. tcp://host:8786)")
+    p.add_argument("--lesson", nargs="?", const="", default=None, metavar="LESSON",
+                   help="open a guided lesson in every session: the bundled one, or LESSON, a lesson file "
+                        "(JSON; see docs/lessons.md)")
     p.add_argument("--port", type=port_number, default=5006, help="port to listen on, 1-65535 (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--show", action="store_true", help="open the app in a browser")
@@ -118,6 +122,31 @@ def _saved_model(path: str, mtime_ns: int) -> tuple:
     return model, context
 
 
+LESSON_ENV = "GPLVM_EXPLORER_LESSON"
+
+
+@functools.lru_cache(maxsize=4)
+def _lesson(path: str, mtime_ns: int):
+    """The lesson file's plan, read once per server (and again when the file changes)."""
+    from gplvm_explorer.state.lesson_file import load_lesson
+
+    return load_lesson(path)
+
+
+def session_lesson():
+    """(plan, error) of the --lesson the server was started with: (None, '') without one."""
+    from gplvm_explorer.state.lesson_file import LessonError
+
+    value = os.environ.get(LESSON_ENV)
+    if value is None:
+        return None, ""
+    path = Path(value)
+    try:
+        return _lesson(str(path), path.stat().st_mtime_ns), ""
+    except (OSError, LessonError) as exc:  # changed or removed since the server started
+        return None, f"The lesson file cannot be used any more: {exc}"
+
+
 def page_settings(args) -> dict:
     """The page settings given as flags (only those given), checked: ValueError names a bad one."""
     from types import SimpleNamespace
@@ -136,8 +165,11 @@ def session_page(build=None):
     from gplvm_explorer import app, serving
     from gplvm_explorer.notebook import apply_settings
 
-    page = app.create_app(**({"build": build} if build is not None else {}))
+    plan, lesson_error = session_lesson()
+    page = app.create_app(lesson=plan, **({"build": build} if build is not None else {}))
     ex = page.explorer
+    if lesson_error:
+        ex.lesson.error, ex.lesson.shown = lesson_error, True
     settings = dict(serving.preload_settings())
     label = settings.pop("label", None)
     path = serving.preload_path()
@@ -217,6 +249,16 @@ def serve(args) -> int:
         if settings and is_model_file(path):
             print("note: the saved model's own settings are shown; --model, --latent-dim and --num-inducing "
                   "are ignored", file=sys.stderr, flush=True)
+    if args.lesson is not None:
+        from gplvm_explorer.state.lesson_file import DEFAULT_LESSON, LessonError, load_lesson
+
+        lesson_path = Path(args.lesson).expanduser() if args.lesson else DEFAULT_LESSON
+        try:
+            plan = load_lesson(lesson_path)
+        except LessonError as exc:
+            return _refuse(f"Cannot use the lesson: {exc}", EXIT_FILE)
+        os.environ[LESSON_ENV] = str(lesson_path.resolve())
+        print(f"Lesson: {plan.title} ({len(plan.steps)} steps)", flush=True)
     busy = check_listen(args.address, args.port)
     if busy:
         return _refuse(f"Cannot serve: {busy}")

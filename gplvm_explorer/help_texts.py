@@ -105,3 +105,12 @@ but only as far as the kernel lets them: with a stationary kernel the metric far
 from the data only returns to its prior level (D·σ²/ℓ² for the RBF kernel: a
 unit step there has length √D·σ/ℓ), so with long learned lengthscales a
 geodesic may rightly cut across an empty region."""
+
+LESSON = """\
+**Lesson.** A guided walk from PCA to the GP-LVM, the Bayesian GP-LVM, dynamics,
+shared spaces and deep GPs. *Run this step* loads the step's data, sets its model
+and trains; the views the step is about are outlined. *Speed* slows the training
+down (iterations per second) so a room can watch the map and the ARD bars move.
+*Presenter view* shows the essential views only, in large type, for a projector.
+A lesson is a JSON file: open your own here or with `gplvm-explorer --lesson FILE`
+(the format is described in the project's `docs/lessons.md`)."""
