@@ -38,6 +38,7 @@ from gplvm_explorer.views.dynamics import DynamicsView
 from gplvm_explorer.views.geodesic import GeodesicView
 from gplvm_explorer.views.lesson import LessonButton, LessonCard, LessonLayout
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
+from gplvm_explorer.views.pca_beside import PCABesideView
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
 
@@ -87,10 +88,12 @@ def create_app(lesson=None, **explorer_options):
     one behind the Lesson button; ``explorer_options`` go to :class:`Explorer` (tests pass a limiter or a
     model builder)."""
     from gplvm_explorer.state.lesson import Lesson
+    from gplvm_explorer.state.pca_beside import PCABeside
 
     doc = _served_doc()
     ex = Explorer(doc=doc, **explorer_options)
-    ex.lesson = Lesson(ex, plan=lesson, shown=lesson is not None)
+    ex.pca = PCABeside(ex)  # the PCA map of the same data, beside the model's (a toggle; lesson steps show it)
+    ex.lesson = Lesson(ex, plan=lesson, pca=ex.pca, shown=lesson is not None)
     parts = LessonLayout(ex.lesson)  # the step's views outlined; presenter view shows the essential ones
     part = parts.frame
 
@@ -124,6 +127,7 @@ def create_app(lesson=None, **explorer_options):
                       styles={"flex": "0 0 400px"}),
             flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
         ),
+        part("pca", PCABesideView(explorer=ex, pca=ex.pca)),
         part("dynamics", DynamicsView(explorer=ex)),  # shown for the models whose catalog entry has panel="dynamics"
         part("views", MultiViewView(explorer=ex)),  # ... panel="views"
         part("deep", DeepLayersView(explorer=ex)),  # ... panel="deep"

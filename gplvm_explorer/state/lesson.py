@@ -30,9 +30,10 @@ class Lesson(param.Parameterized):
     message = param.String(default="", doc="What Run this step did (plain text).")
     ran = param.Integer(default=-1, doc="The step whose run is the page's current run (-1: none).")
 
-    def __init__(self, explorer, plan: LessonPlan | None = None, **params):
+    def __init__(self, explorer, plan: LessonPlan | None = None, pca=None, **params):
         super().__init__(**params)
         self.explorer = explorer
+        self.pca = pca  # the page's PCABeside, if it has one: a step naming the "pca" view shows it
         self._pending: int | None = None  # a step waiting for the running fit to stop
         self._paced: tuple | None = None  # (the page's pace before, the pace a step set) while a step's pace holds
         if plan is None:
@@ -102,6 +103,14 @@ class Lesson(param.Parameterized):
             return True
         return self._run(self.index)
 
+    def _run(self, index: int) -> bool:
+        try:
+            return self._start(index)
+        except Exception as exc:  # noqa: BLE001 - shown in the lesson card; the page stays usable
+            logger.exception("Lesson step %d failed", index + 1)
+            self.error = f"Step {index + 1} failed: {type(exc).__name__}: {exc}"
+            return False
+
     def _on_status(self, event) -> None:
         if not self.explorer.training.active and self._pending is None:
             self.message = ""  # "Step 3 is training." is over
@@ -128,6 +137,8 @@ class Lesson(param.Parameterized):
         except (ValueError, TypeError) as exc:  # checked when the file was read; a changed app may refuse
             self.error = f"Step {index + 1}: a setting could not be applied ({exc})."
             return False
+        if "pca" in step.views and self.pca is not None:
+            self.pca.shown = True
         pace = ex.training.pace
         if self._paced is not None and pace.rate == self._paced[1]:
             pace.rate = self._paced[0]  # the last step's own pace ends with it, unless changed by hand since
@@ -137,7 +148,7 @@ class Lesson(param.Parameterized):
             pace.rate = step.pace
         return True
 
-    def _run(self, index: int) -> bool:
+    def _start(self, index: int) -> bool:
         if not self.apply(index):
             return False
         ex = self.explorer

@@ -48,6 +48,7 @@ VIEWS = {
     "views": "the views panel (MRD)",
     "deep": "the layers panel",
     "imputation": "the missing-values panel",
+    "pca": "the PCA map beside the model's",  # naming it also shows it
 }
 
 #: ModelSettings parameters that are the page's state, not settings a lesson can set.

@@ -251,3 +251,56 @@ def test_every_session_opens_the_command_lines_lesson(tmp_path, monkeypatch):
         assert not page.explorer.lesson.shown  # no --lesson: the Lesson button opens the bundled one
     finally:
         page.explorer.close()
+
+
+def test_pca_map_matches_the_eigenvectors_of_the_covariance():
+    from gplvm_explorer.state.pca_beside import pca_map
+
+    rng = np.random.default_rng(3)
+    Y = rng.standard_normal((80, 2)) @ np.array([[3.0, 0.5, 0.0, 1.0], [0.0, 1.0, 2.0, -1.0]]) \
+        + 0.05 * rng.standard_normal((80, 4)) + 7.0
+    points, frac = pca_map(Y)
+    Yc = Y - Y.mean(0)
+    evals, evecs = np.linalg.eigh(Yc.T @ Yc)  # an independent route: the covariance's eigenvectors
+    ref = Yc @ evecs[:, ::-1][:, :2]
+    for k in range(2):  # a component's sign is arbitrary
+        assert np.allclose(np.abs(points[:, k]), np.abs(ref[:, k]), atol=1e-9)
+        assert abs(abs(np.corrcoef(points[:, k], ref[:, k])[0, 1]) - 1) < 1e-12
+    assert np.allclose(frac, evals[::-1][:2] / evals.sum())
+    Y[3, 1] = np.nan  # a missing cell is mean-filled, not fatal
+    points, _ = pca_map(Y)
+    assert np.all(np.isfinite(points))
+
+
+def test_pca_beside_shows_the_same_points_in_the_same_colours_and_a_step_can_show_it(make_explorer, fake_build):
+    from gplvm_explorer.state.pca_beside import PCABeside
+    from gplvm_explorer.views.pca_beside import PCABesideView
+
+    ex = make_explorer(build=fake_build())
+    pca = PCABeside(ex)
+    view = PCABesideView(explorer=ex, pca=pca)
+    assert pca.points is None and len(view.source.data["pca_x"]) == 0  # off: nothing computed
+    lesson = Lesson(ex, pca=pca)
+    step = next(i for i, s in enumerate(lesson.plan.steps) if "pca" in s.views)
+    assert lesson.apply(step) and pca.shown
+    ds = ex.data.dataset
+    assert pca.dataset is ds and pca.points.shape == (ds.n, 2)
+    colouring = ex.colouring(ds)
+    assert list(view.source.data["colour"]) == list(np.asarray(colouring.colours, dtype=object)[colouring.codes])
+    assert len(set(view.source.data["colour"])) == 3  # the flow data's three classes
+    assert lesson.apply(0) and pca.dataset is ex.data.dataset and pca.points.shape[0] == ex.data.dataset.n
+    pca.shown = False
+    assert len(view.source.data["pca_x"]) == 0
+
+
+def test_a_step_that_fails_unexpectedly_says_so_and_the_page_stays(make_explorer, fake_build, monkeypatch):
+    ex = make_explorer(build=fake_build())
+    lesson = Lesson(ex)
+    before = ex.data.dataset
+
+    def broken():
+        raise RuntimeError("disk on fire")
+    monkeypatch.setattr(ex, "train", broken)
+    assert not lesson.run()
+    assert "Step 1 failed: RuntimeError: disk on fire" in lesson.error
+    assert not ex.training.active and ex.data.dataset is not None and before is not None

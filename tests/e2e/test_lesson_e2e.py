@@ -75,7 +75,7 @@ def test_walk_the_whole_lesson_every_step_runs_and_shows_its_models_view(page, s
         wait_text(page, re.compile(rf"step {i + 1} of {len(plan.steps)}", re.I))
         assert page.locator(".gx-lesson-step").first.get_by_text(step.title).count() == 1
         # the step's views are outlined on the page, and only those
-        outlined = poll(lambda: sorted(k for k in ("map", "reconstruction", "ard", "objective", *PANELS)
+        outlined = poll(lambda: sorted(k for k in ("map", "reconstruction", "ard", "objective", "pca", *PANELS)
                                        if page.locator(f".gx-part-{k}.gx-highlighted").count()), timeout=10)
         assert outlined == sorted(step.views), (i, outlined)
         before = status_text(page)
@@ -89,6 +89,8 @@ def test_walk_the_whole_lesson_every_step_runs_and_shows_its_models_view(page, s
         for view in step.views:
             if view in PANELS:
                 page.locator(PANELS[view]).first.wait_for(state="visible", timeout=120_000)
+        if "pca" in step.views:  # the PCA map of the same data, beside the model's
+            assert poll(lambda: page.evaluate("() => __gk.len('pca_x')") == SIZES[step.sample], timeout=30)
         stop_and_wait(page)
         page.screenshot(path=str(artifacts / f"lesson-step-{i + 1:02d}.png"))
     assert page.get_by_role("button", name="Next ▶").is_disabled()
