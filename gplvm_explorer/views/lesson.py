@@ -195,6 +195,9 @@ class LessonCard(pn.viewable.Viewer):
                                        stylesheets=["p { font-size: .8rem; color: #5b6b7c; margin: 0; }"])
         ls.param.watch(self._refresh, ["plan", "index", "error", "message", "presenter"])
         self._refresh()
+        self._body = pn.Column(sizing_mode="stretch_width", css_classes=["gx-lesson"])
+        ls.param.watch(self._fill, ["shown"])
+        self._fill()
 
     def _on_status(self, *events) -> None:
         self.stop_btn.disabled = not self.lesson.explorer.training.active
@@ -244,8 +247,12 @@ class LessonCard(pn.viewable.Viewer):
         self.message.styles = big
         self._on_progress()
 
-    def __panel__(self):
-        return pn.Column(
+    def _fill(self, *events) -> None:
+        """The card's widgets reach the page the first time the lesson opens: until then the page has
+        no second file input and no second Stop button."""
+        if not self.lesson.shown or len(self._body):
+            return
+        self._body[:] = [
             # the buttons before the text: in sight at a projector's 1280 x 720 however long the text
             self.count, self.jump,
             pn.Row(self.run_btn, sizing_mode="stretch_width", margin=(4, 6, 0, 6)),
@@ -253,5 +260,7 @@ class LessonCard(pn.viewable.Viewer):
             self.progress, self.message, self.error, self.text,
             pn.Row(self.pace_control, self.presenter, sizing_mode="stretch_width", align="end"),
             self.file_label, self.file,
-            sizing_mode="stretch_width", css_classes=["gx-lesson"],
-        )
+        ]
+
+    def __panel__(self):
+        return self._body
