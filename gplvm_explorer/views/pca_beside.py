@@ -30,12 +30,12 @@ class PCABesideView(pn.viewable.Viewer):
         super().__init__(**params)
         self.toggle = pn.widgets.Checkbox.from_param(self.pca.param.shown, label="Show the PCA map of the same data",
                                                      css_classes=["gx-pca-toggle"])
-        self.source = ColumnDataSource({"pca_x": [], "pca_y": [], "colour": [], "label": []})
+        self.source = ColumnDataSource({"pca_x": [], "pca_y": [], "pca_colour": [], "pca_label": []})
         fig = figure(title=PCA_TITLE, height=360, sizing_mode="stretch_width", toolbar_location="above",
                      tools="pan,wheel_zoom,box_zoom,reset,save", x_axis_label="PC 1", y_axis_label="PC 2")
-        r = fig.scatter("pca_x", "pca_y", source=self.source, color="colour", size=7, line_color="white",
+        r = fig.scatter("pca_x", "pca_y", source=self.source, color="pca_colour", size=7, line_color="white",
                         line_width=0.6, alpha=0.9)
-        fig.add_tools(HoverTool(renderers=[r], tooltips=[("label", "@label")]))
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("label", "@pca_label")]))
         fig.title.text_font_size = "12pt"
         self.figure = fig
         # shown and hidden through a Column: toggling a Bokeh pane's own visibility fails in Panel 1.10
@@ -49,7 +49,7 @@ class PCABesideView(pn.viewable.Viewer):
         pca = self.pca
         self.plot.visible = pca.shown and pca.points is not None
         if not pca.shown or pca.points is None:
-            self.source.data = {"pca_x": [], "pca_y": [], "colour": [], "label": []}
+            self.source.data = {"pca_x": [], "pca_y": [], "pca_colour": [], "pca_label": []}
             self.note.object = f"<p>{escape(pca.message, None)}</p>" if pca.shown and pca.message else ""
             return
         ds, pts = pca.dataset, pca.points
@@ -62,7 +62,7 @@ class PCABesideView(pn.viewable.Viewer):
                 if len(colouring.categories) else np.full(n, "", dtype=object)
         else:
             colours, labels = np.full(n, "#1f5f8b", dtype=object), np.full(n, "", dtype=object)
-        self.source.data = {"pca_x": pts[:, 0], "pca_y": pts[:, 1], "colour": colours, "label": labels}
+        self.source.data = {"pca_x": pts[:, 0], "pca_y": pts[:, 1], "pca_colour": colours, "pca_label": labels}
         e = pca.explained
         self.note.object = (f"<p>PC 1 explains {100 * e[0]:.0f}% of the variance, PC 2 {100 * e[1]:.0f}%. "
                             "Same colours as the latent map.</p>")

@@ -286,8 +286,8 @@ def test_pca_beside_shows_the_same_points_in_the_same_colours_and_a_step_can_sho
     ds = ex.data.dataset
     assert pca.dataset is ds and pca.points.shape == (ds.n, 2)
     colouring = ex.colouring(ds)
-    assert list(view.source.data["colour"]) == list(np.asarray(colouring.colours, dtype=object)[colouring.codes])
-    assert len(set(view.source.data["colour"])) == 3  # the flow data's three classes
+    assert list(view.source.data["pca_colour"]) == list(np.asarray(colouring.colours, dtype=object)[colouring.codes])
+    assert len(set(view.source.data["pca_colour"])) == 3  # the flow data's three classes
     assert lesson.apply(0) and pca.dataset is ex.data.dataset and pca.points.shape[0] == ex.data.dataset.n
     pca.shown = False
     assert len(view.source.data["pca_x"]) == 0
