@@ -52,7 +52,7 @@ VIEWS = {
 }
 
 #: ModelSettings parameters that are the page's state, not settings a lesson can set.
-_NOT_SETTINGS = {"name", "errors", "notes", "locked", "suggestion"}
+_NOT_SETTINGS = {"name", "errors", "notes", "locked", "suggestion", "proposed_likelihood", "likelihood_reason"}
 #: The settings a step may give: the model card's (ModelSettings' own parameter names).
 SETTING_NAMES = tuple(p for p in ModelSettings.param if p not in _NOT_SETTINGS)
 _STEP_FIELDS = {"title", "text", "sample", "settings", "pace", "views"}
