@@ -24,13 +24,15 @@ from .models.gplvm_laplace import LaplaceGPLVM
 from .models.mrd import MRD
 from .models.sparse import SparseGPLVM
 from .models.stochastic import StochasticBayesianGPLVM
+from .models.stochastic_nongaussian import NonConjugateStochasticBGPLVM
 from .backends.dask import DaskBackend
 from .optimize import Convergence, FitResult, Snapshot, fit
 from ._threads import single_blas_thread
 
 __all__ = [
     "BayesianGPLVM", "ConfigurationError", "Convergence", "DeepGP", "DynamicalBGPLVM", "EngineError", "FitResult",
-    "GPLVM", "Geodesic", "LaplaceGPLVM", "LatentInference", "MRD", "NonConjugateBayesianGPLVM", "NumericalError",
+    "GPLVM", "Geodesic", "LaplaceGPLVM", "LatentInference", "MRD", "NonConjugateBayesianGPLVM", "NonConjugateStochasticBGPLVM",
+    "NumericalError",
     "OptimizationError", "ParameterError", "ShapeError",
     "Snapshot", "SparseGPLVM", "UnsupportedKernelError", "UnsupportedOperationError", "fit", "kernels",
     "DaskBackend", "StochasticBayesianGPLVM", "single_blas_thread",

@@ -56,7 +56,7 @@ KERNELS = {"rbf": K.RBF, "linear": K.Linear, "matern32": K.Matern32, "matern52":
 
 #: Likelihoods the factory builds models for, and the models that take the non-Gaussian ones.
 LIKELIHOODS = ("gaussian", "bernoulli", "poisson")
-_TAKE_LIKELIHOOD = ("bayesian", "gplvm")
+_TAKE_LIKELIHOOD = ("bayesian", "gplvm", "svi")
 
 _INITS = ("pca", "random", "isomap")
 

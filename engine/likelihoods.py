@@ -154,8 +154,9 @@ class Likelihood:
     #: A value in the support that stands in for unobserved entries (never contributes).
     _fill = 0.0
 
-    def check(self, Y, mask=None, name="Y"):
-        """Raise ShapeError unless every observed entry of Y is in the support."""
+    def check(self, Y, mask=None, name="Y", row_offset=0):
+        """Raise ShapeError unless every observed entry of Y is in the support (the message names the
+        first bad cell; ``row_offset``: the row number of Y's first row, for Y read in chunks)."""
         return None
 
     # ---- expectations under a Gaussian marginal ---------------------------------------
@@ -479,12 +480,13 @@ class Bernoulli(Likelihood):
 
     name = "bernoulli"
 
-    def check(self, Y, mask=None, name="Y"):
+    def check(self, Y, mask=None, name="Y", row_offset=0):
         Y = np.asarray(Y, dtype=float)
         mask = _observed(mask, Y.shape)
         bad = first_bad_cell(mask & (Y != 0.0) & (Y != 1.0), Y)
         if bad is not None:
             r, c, v = bad
+            r += row_offset
             raise ShapeError(f"likelihood='bernoulli' needs every observed value of {name} to be 0 or 1; "
                              f"row {r}, column {c} holds {v!r}. Threshold or recode the data, or use "
                              "likelihood='gaussian'.")
@@ -546,12 +548,13 @@ class Poisson(Likelihood):
     #: Largest exponent taken: beyond it the rate is held (an overflow guard, far outside any fit).
     _MAX_LOG_RATE = 700.0
 
-    def check(self, Y, mask=None, name="Y"):
+    def check(self, Y, mask=None, name="Y", row_offset=0):
         Y = np.asarray(Y, dtype=float)
         mask = _observed(mask, Y.shape)
         bad = first_bad_cell(mask & ((Y < 0.0) | (Y != np.floor(Y))), Y)
         if bad is not None:
             r, c, v = bad
+            r += row_offset
             raise ShapeError(f"likelihood='poisson' needs every observed value of {name} to be a count "
                              f"(0, 1, 2, ...); row {r}, column {c} holds {v!r}. Use likelihood='gaussian' for "
                              "other values.")

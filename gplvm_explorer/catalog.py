@@ -338,7 +338,7 @@ CATALOG: dict[str, ModelSpec] = {
             # one minibatch per iteration: the cost does not grow with N
             seconds=lambda n, d, q, m: 3 * _COLLAPSED_RATE * min(n, _SVI_BATCH) * max(m, 1) ** 2 * q
             + 3e-7 * min(n, _SVI_BATCH) * d,
-            optimizers=("svi",), minibatch=True, short_name="Stochastic (SVI)",
+            optimizers=("svi",), minibatch=True, short_name="Stochastic (SVI)", likelihoods=_ANY_LIKELIHOOD,
         ),
         ModelSpec(
             key="gplvm", display_name="GP-LVM (exact)", objective_name="log-likelihood",
@@ -601,9 +601,10 @@ def open_excess(key: str, n: int, d: int, q: int, m: int, budget: Budget | None 
     return budget_excess(s, s.cost(n, d, q, m), n, budget or Budget.from_env())
 
 
-def likelihood_models(likelihood: str) -> list[str]:
-    """Display names of the models that train with ``likelihood``."""
-    return [m.display_name for m in CATALOG.values() if likelihood in m.likelihoods]
+def likelihood_models(likelihood: str) -> str:
+    """The models that train with ``likelihood``, as a phrase ("the A, the B or the C")."""
+    names = [f"the {m.display_name}" for m in CATALOG.values() if likelihood in m.likelihoods]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def likelihood_errors(config: ModelConfig) -> list[str]:
@@ -613,8 +614,8 @@ def likelihood_errors(config: ModelConfig) -> list[str]:
         return [f"Expected a likelihood in {sorted(LIKELIHOODS)}, got {lik!r} instead."]
     label = LIKELIHOODS[lik].split(" (")[0]
     if lik not in s.likelihoods:
-        return [f"The {s.display_name} takes only the Gaussian likelihood; a {label} one needs the "
-                + " or the ".join(likelihood_models(lik)) + "."]
+        return [f"The {s.display_name} takes only the Gaussian likelihood; a {label} one needs "
+                f"{likelihood_models(lik)}."]
     if lik != "gaussian" and s.uncertain_latents and config.kernel != "rbf":
         # the explicit q(u) needs the closed-form expectations of the RBF kernel
         return [f"The {s.display_name} with a {label} likelihood takes the RBF kernel (with bias and white "

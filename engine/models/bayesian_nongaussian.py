@@ -34,7 +34,7 @@ from ..errors import ConfigurationError, ShapeError, UnsupportedKernelError, Uns
 from ..imputation import candidate_rows
 from ..likelihoods import get_likelihood
 from ..linalg import cholesky, tri_solve
-from ..nonconjugate import data_term, natural_step, q_gradients, q_projections, whitened_kl
+from ..nonconjugate import data_term, marginals, natural_step, q_gradients, q_projections, whitened_kl
 from ..transforms import POSITIVE, ParameterSpec
 from .base import LatentVariableModel, initial_X
 from .bayesian import BayesianGPLVM
@@ -106,6 +106,8 @@ class NonGaussianMixin:
             return default_nongaussian_kernel(self.latent_dim)
         from ..init import pca_variance_fractions
 
+        if not self.source.in_memory:  # read by chunks: the source's own PCA of Y as given
+            return default_nongaussian_kernel(self.latent_dim, self.source.pca_fractions(self.latent_dim))
         return default_nongaussian_kernel(self.latent_dim,
                                           pca_variance_fractions(init_data(self._likelihood, self.Y), self.latent_dim))
 
@@ -266,27 +268,10 @@ class NonConjugateBayesianGPLVM(NonGaussianMixin, BayesianGPLVM, likelihoods_of=
 
     @blas_pinned
     def predict_f(self, Xnew, Xnew_variance=None):
-        """Mean and variance (n, D) of the latent functions f at latent points Xnew (n, Q).
-
-        Point inputs: mean k*M Mw, variance k** - |L^-1 kM*|^2 + |R_d^T L^-1 kM*|^2
-        (per output).  With ``Xnew_variance`` (n, Q) > 0: the moments of f under
-        q(x*) (:func:`engine.nonconjugate.marginals`).
-        """
-        Xnew = self._check_points(Xnew)
-        kern, Z, L, Mw, Rw, proj = self._posterior()
-        if Xnew_variance is None:
-            Ks = kern.K(Xnew, Z)
-            a = tri_solve(L, Ks.T)  # (M, n)
-            c = np.matmul(np.swapaxes(proj.R, 1, 2), a[None])  # (D, M, n)
-            var = kern.K_diag(Xnew)[:, None] - np.sum(a * a, axis=0)[:, None] + np.sum(c * c, axis=1).T
-            return Ks @ Mw, np.maximum(var, 0.0)
-        S = self._check_points(Xnew_variance, "Xnew_variance")
-        if S.shape != Xnew.shape or np.any(S <= 0):
-            raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
-        from ..nonconjugate import marginals
-
-        mean, var, _, _ = marginals(kern, Z, Xnew, S, proj)
-        return mean, var
+        """Mean and variance (n, D) of the latent functions f at latent points Xnew (n, Q)
+        (:func:`f_moments_at_points`)."""
+        kern, Z, L, _, _, proj = self._posterior()
+        return f_moments_at_points(self, kern, Z, L, proj, Xnew, Xnew_variance)
 
     # ---- projection of new rows ---------------------------------------------------------------
     def projection_problem(self, Yc, mask):
@@ -340,6 +325,28 @@ class NonConjugateBayesianGPLVM(NonGaussianMixin, BayesianGPLVM, likelihoods_of=
     def __repr__(self):
         return (f"BayesianGPLVM(N={self.num_data}, D={self.output_dim}, Q={self.latent_dim}, "
                 f"likelihood={self.likelihood!r}, kernel={self._kernel!r})")
+
+
+def f_moments_at_points(model, kern, Z, L, proj, Xnew, Xnew_variance=None):
+    """Mean and variance (n, D) of f at latent points Xnew (n, Q) under an explicit q(u) (``proj``,
+    :func:`engine.nonconjugate.q_projections`).
+
+    Point inputs: mean k*M Mw, variance k** - |L^-1 kM*|^2 + |R_d^T L^-1 kM*|^2 (per output).
+    With ``Xnew_variance`` (n, Q) > 0: the moments under q(x*) (:func:`engine.nonconjugate.marginals`).
+    ``model`` checks the inputs.
+    """
+    Xnew = model._check_points(Xnew)
+    if Xnew_variance is None:
+        Ks = kern.K(Xnew, Z)
+        a = tri_solve(L, Ks.T)  # (M, n)
+        c = np.matmul(np.swapaxes(proj.R, 1, 2), a[None])  # (D, M, n)
+        var = kern.K_diag(Xnew)[:, None] - np.sum(a * a, axis=0)[:, None] + np.sum(c * c, axis=1).T
+        return Ks @ proj.Mw, np.maximum(var, 0.0)
+    S = model._check_points(Xnew_variance, "Xnew_variance")
+    if S.shape != Xnew.shape or np.any(S <= 0):
+        raise ShapeError("Expected Xnew_variance of the same shape as Xnew with positive entries.")
+    mean, var, _, _ = marginals(kern, Z, Xnew, S, proj)
+    return mean, var
 
 
 class NonConjugateRowTerm:

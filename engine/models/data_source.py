@@ -11,7 +11,8 @@ the initial latents):
   ``observed`` mask give the column means over the observed entries and
   zeros at the missing ones; a non-Gaussian likelihood checks Y's support
   and may leave it uncentred (``Y_mean`` zero).
-* :class:`ChunkedRows` -- Y as given (a numpy memmap stays on disk): the mean
+* :class:`ChunkedRows` -- Y as given (a numpy memmap stays on disk; a
+  non-Gaussian likelihood checks every chunk's support and leaves Y uncentred): the mean
   and the centred scatter matrix come from one pass over fixed row chunks of
   ``chunk_size`` rows; :meth:`ChunkedRows.read` returns centred float64 rows
   (a chunk or sorted indices).  The PCA start is the chunked projection on
@@ -107,12 +108,15 @@ class ChunkedRows:
     in_memory = False
     observed = None
 
-    def __init__(self, Y, chunk_size: int = ROW_CHUNK):
+    def __init__(self, Y, chunk_size: int = ROW_CHUNK, likelihood=None):
         #: Y as given; ``trYY``: the sum of the centred squares; ``scatter``: the centred Y^T Y (D, D).
         self.data = real_matrix(Y, load=False)
         self.num_data, self.output_dim = (int(s) for s in self.data.shape)
         self.chunk_size = integer(chunk_size, "chunk_size")
-        self.Y_mean, self.scatter, self.trYY = self._moments()
+        self.Y_mean, self.scatter, self.trYY = self._moments(likelihood)
+        if likelihood is not None and not likelihood.centres_data:
+            # read() gives Y as it is; the scatter stays centred (the PCA start)
+            self.Y_mean = np.zeros(self.output_dim)
 
     def chunks(self, size: int | None = None) -> list:
         """Row ranges (start, stop) of the fixed chunking (``chunk_size`` rows unless ``size``)."""
@@ -124,8 +128,9 @@ class ChunkedRows:
         block = self.data[rows[0]:rows[1]] if isinstance(rows, tuple) else self.data[rows]
         return np.asarray(block, dtype=np.float64) - self.Y_mean
 
-    def _moments(self):
-        """(mean (D,), centred scatter matrix (D, D), centred sum of squares) from one chunked pass."""
+    def _moments(self, likelihood=None):
+        """(mean (D,), centred scatter matrix (D, D), centred sum of squares) from one chunked pass
+        (each chunk checked against a non-Gaussian ``likelihood``'s support)."""
         N, D = self.num_data, self.output_dim
         total = np.zeros(D)
         shift = None
@@ -134,6 +139,8 @@ class ChunkedRows:
             block = np.asarray(self.data[a:b], dtype=np.float64)
             check_finite_rows(block, "Y", a, "This model does not handle missing values; remove or impute them "
                                              "first, or use BayesianGPLVM or SparseGPLVM.")
+            if likelihood is not None:
+                likelihood.check(block, None, "Y", row_offset=a)
             if shift is None:
                 shift = block.mean(axis=0)
             centred = block - shift

@@ -242,6 +242,9 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     (M, M; its lower triangle is the Cholesky factor of S) of the whitened
     q(v), v = L^-1 u.  The objective (:meth:`objective`) is the full bound.
     ``backend`` exists only to refuse one (ConfigurationError): SVI runs in-process.
+    ``likelihood``: "gaussian" (this model), or "bernoulli" / "poisson", which
+    build the same bound with a non-Gaussian likelihood
+    (:class:`~engine.models.stochastic_nongaussian.NonConjugateStochasticBGPLVM`).
     """
 
     objective_name = "ELBO"
@@ -251,7 +254,8 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     warm_up_iters = 200
 
     def __init__(self, Y, latent_dim, num_inducing=50, batch_size=256, kernel=None, init="pca", seed=0,
-                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=ROW_CHUNK, backend=None):
+                 X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=ROW_CHUNK, backend=None,
+                 likelihood="gaussian"):
         if backend is not None:
             raise ConfigurationError(
                 "StochasticBayesianGPLVM takes no backend: each SVI step works on one minibatch of rows, "
@@ -274,12 +278,16 @@ class StochasticBayesianGPLVM(LatentVariableModel):
         values = {"X_mean": X0, "X_variance": S0, "Z": Z0, "noise_variance": self._initial_noise_variance,
                   **self._kernel.params, "q_mu": np.zeros((M, D)), "q_sqrt": np.eye(M)}
         self._build_packer(specs, values)
+        self._split_globals(specs)
+        self.reset_q_u(rows=min(self.num_data, max(self.batch_size, 1024)), seed=seed)
+
+    def _split_globals(self, specs) -> None:
+        """The global parameters (all but the latents): their packer and their place in the full vector."""
         self._global_specs = [s for s in specs if s.name not in LOCAL_NAMES]
         self._global_packer = ParameterPacker(self._global_specs)
         self._global_index = np.concatenate([np.arange(self._packer.slice(s.name).start,
                                                         self._packer.slice(s.name).stop)
                                              for s in self._global_specs])
-        self.reset_q_u(rows=min(self.num_data, max(self.batch_size, 1024)), seed=seed)
 
     # ---- parameters -------------------------------------------------------------
     def _base_jitter(self, values):

@@ -108,9 +108,9 @@ class ModelSettings(param.Parameterized):
         if not self.takes_likelihood():
             if self.proposed_likelihood == "gaussian":
                 return ""
-            others = " or the ".join(catalog.likelihood_models(self.proposed_likelihood))
+            others = catalog.likelihood_models(self.proposed_likelihood)
             return (f"{self.likelihood_reason} The {self.spec.display_name} takes only the Gaussian likelihood: "
-                    f"choose the {others} for a {label(self.proposed_likelihood)} one.")
+                    f"choose {others} for a {label(self.proposed_likelihood)} one.")
         if self.proposed_likelihood == "gaussian":
             return ""
         if self._standardised and self.likelihood == "gaussian":

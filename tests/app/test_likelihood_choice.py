@@ -75,12 +75,12 @@ def test_models_that_take_only_the_gaussian_hide_the_choice_and_say_which_models
     assert ex.data.load_upload(*binary_csv())
     panel = ModelPanel(explorer=ex)
     takes = [k for k, spec in CATALOG.items() if "bernoulli" in spec.likelihoods]
-    assert sorted(takes) == ["bayesian", "gplvm"]
+    assert sorted(takes) == ["bayesian", "gplvm", "svi"]
     ex.settings.model = "sparse"
     assert not panel.likelihood.visible
     assert ex.settings.config().likelihood == "gaussian"  # trains with the Gaussian one
     note = text(panel.likelihood_note)
-    assert "takes only the Gaussian" in note and "Bayesian GP-LVM" in note and "GP-LVM (exact)" in note
+    assert "takes only the Gaussian" in note and "GP-LVM (exact)" in note and "SVI" in note
     ex.settings.model = "gplvm"
     assert panel.likelihood.visible and ex.settings.config().likelihood == "bernoulli"
     assert "takes only" not in text(panel.likelihood_note)
@@ -133,12 +133,14 @@ def test_training_passes_the_likelihood_to_the_engine_and_a_saved_model_keeps_it
     assert other.settings.likelihood == "bernoulli" and other.training.result.config.likelihood == "bernoulli"
 
 
-def test_a_count_data_set_trains_a_poisson_model(make_explorer, pump):
+@pytest.mark.parametrize("model", ["gplvm", "svi"])
+def test_a_count_data_set_trains_a_poisson_model(make_explorer, pump, model):
     ex = make_explorer(publish_interval=0.0)
     assert ex.data.load_upload(*counts_csv())
-    ex.settings.model = "gplvm"
+    ex.settings.model = model
+    ex.settings.batch_size = 10
     result = train_through_the_factory(ex, pump, iters=5)
-    assert result.model.likelihood == "poisson"
+    assert result.model.likelihood == "poisson" and result.config.model == model
 
 
 def test_the_imputed_values_of_a_bernoulli_model_are_shown_as_probabilities(make_explorer, pump):

@@ -240,3 +240,105 @@ def test_the_optimisers_never_move_the_upper_triangles_of_q_sqrt():
     model.unfix()
     engine.fit(model, max_iters=5)
     assert np.all(np.triu(model.parameters["q_sqrt"], 1) == 0.0)
+
+
+# ------------------------------------------------------------------ the stochastic model
+
+
+def test_stochastic_model_with_a_likelihood_gradients_and_unbiased_minibatches():
+    Y = binary_data(N=120, D=8, seed=5)
+    model = engine.StochasticBayesianGPLVM(Y, 2, num_inducing=7, batch_size=24, likelihood="bernoulli")
+    assert isinstance(model, engine.StochasticBayesianGPLVM) and model.likelihood == "bernoulli"
+    assert "noise_variance" not in model.parameters and model.parameters["q_sqrt"].shape == (8, 7, 7)
+    assert model.checkgrad() < 1e-6
+    parts = np.split(np.random.default_rng(0).permutation(120), 5)
+    estimates = [model.minibatch_objective(np.sort(p)) for p in parts]
+    assert np.mean(estimates) == pytest.approx(model.objective(), rel=1e-12)
+    # a minibatch's gradients are the full bound's when the minibatch is every row
+    value, grads = model.minibatch_objective(np.arange(120), gradients=True)
+    full = model.objective_gradients()
+    for name in ("Z", "q_mu", "q_sqrt", "rbf.lengthscales", "X_mean"):
+        np.testing.assert_allclose(grads[name], full[name], rtol=1e-9, atol=1e-9)
+
+
+def test_stochastic_model_with_a_likelihood_trains_by_svi_from_a_memmap(tmp_path):
+    Y = binary_data(N=200, D=10, seed=6)
+    path = tmp_path / "y.npy"
+    np.save(path, Y)
+    data = np.load(path, mmap_mode="r")
+    model = engine.StochasticBayesianGPLVM(data, 2, num_inducing=8, batch_size=40, chunk_size=64,
+                                           likelihood="bernoulli")
+    np.testing.assert_array_equal(model.Y_mean, 0.0)
+    before = model.objective()
+    result = engine.fit(model, max_iters=150)
+    assert result.objective > before + 20.0
+    p, v = model.predict(model.X_mean[:20])
+    np.testing.assert_allclose(v, p * (1 - p))
+    assert np.mean((p > 0.5) == (Y[:20] == 1)) > 0.75
+    res = model.infer_latent(np.where(np.arange(10) < 3, np.nan, Y[0]))
+    assert res.log_density[0] <= 0 and 0 <= res.prediction.min() and res.prediction.max() <= 1
+    model.refine(passes=1)
+    assert model.objective() >= result.objective - 1e-6 * abs(result.objective)
+
+
+def test_stochastic_model_checks_every_chunk_against_the_support():
+    Y = count_data(N=90, seed=7)
+    Y[70, 3] = 2.5
+    with pytest.raises(ShapeError, match=r"row 70, column 3 holds 2\.5"):
+        engine.StochasticBayesianGPLVM(Y, 2, num_inducing=5, chunk_size=32, likelihood="poisson")
+    with pytest.raises(ConfigurationError, match="noise_variance"):
+        engine.StochasticBayesianGPLVM(np.abs(np.round(Y)), 2, num_inducing=5, likelihood="poisson",
+                                       noise_variance=0.1)
+
+
+@pytest.mark.parametrize("likelihood, data", [("bernoulli", binary_data), ("poisson", count_data)])
+def test_stochastic_model_bound_is_the_full_batch_bound_at_the_same_parameters(likelihood, data):
+    """The minibatched model's full bound and its gradients equal the full-batch non-Gaussian model's
+    (an independent implementation of the same bound: whole-Y arrays, not row chunks) when both hold
+    the same parameters, and its gradients match finite differences."""
+    Y = data(N=70, D=5, seed=8, missing=0.0)
+    svi = engine.StochasticBayesianGPLVM(Y, 2, num_inducing=6, batch_size=16, chunk_size=32, likelihood=likelihood)
+    assert svi.checkgrad() < 1e-6
+    rng = np.random.default_rng(1)
+    params = svi.parameters
+    params["q_mu"] = params["q_mu"] + 0.3 * rng.standard_normal(params["q_mu"].shape)
+    params["q_sqrt"] = np.tril(params["q_sqrt"] + 0.1 * rng.standard_normal(params["q_sqrt"].shape))
+    params["X_variance"] = params["X_variance"] * rng.uniform(0.5, 1.5, params["X_variance"].shape)
+    svi.set_parameters(**params)
+    full = engine.BayesianGPLVM(Y, 2, num_inducing=6, likelihood=likelihood)
+    assert sorted(full.parameter_names) == sorted(svi.parameter_names)
+    full.set_parameters(**params)
+    assert svi.objective() == pytest.approx(full.objective(), rel=1e-10)
+    g_svi, g_full = svi.objective_gradients(), full.objective_gradients()
+    for name in full.parameter_names:
+        np.testing.assert_allclose(np.tril(g_svi[name]) if name == "q_sqrt" else g_svi[name],
+                                   np.tril(g_full[name]) if name == "q_sqrt" else g_full[name],
+                                   rtol=1e-8, atol=1e-8 * max(1.0, abs(full.objective())), err_msg=name)
+
+
+def test_the_factory_builds_the_stochastic_model_with_a_likelihood():
+    from engine.build import Settings, build
+
+    model = build(binary_data(N=50, D=5), Settings(model="svi", latent_dim=2, num_inducing=5, batch_size=10,
+                                                   likelihood="bernoulli"))
+    assert isinstance(model, engine.StochasticBayesianGPLVM) and model.likelihood == "bernoulli"
+    with pytest.raises(ConfigurationError, match="svi"):
+        build(binary_data(N=50, D=5), Settings(model="sparse", latent_dim=2, likelihood="bernoulli"))
+
+
+def test_a_saved_stochastic_model_loads_with_its_likelihood(tmp_path):
+    from engine.io import load_model, save_model
+
+    Y = binary_data(N=60, D=5, seed=9)
+    assert type(engine.StochasticBayesianGPLVM(Y, 2, num_inducing=5, likelihood="gaussian")) \
+        is engine.StochasticBayesianGPLVM  # the Gaussian model, named explicitly
+    model = engine.StochasticBayesianGPLVM(Y, 2, num_inducing=5, batch_size=15, likelihood="bernoulli")
+    engine.fit(model, max_iters=20)
+    save_model(model, tmp_path / "m.npz")
+    loaded = load_model(tmp_path / "m.npz")
+    assert isinstance(loaded, engine.StochasticBayesianGPLVM) and loaded.likelihood == "bernoulli"
+    assert loaded.objective() == pytest.approx(model.objective(), rel=1e-12)
+    X = model.X_mean[:4]
+    np.testing.assert_allclose(loaded.predict(X)[0], model.predict(X)[0], rtol=1e-10)
+    with np.load(tmp_path / "m.npz") as f:
+        assert str(f["model_class"]) == "StochasticBayesianGPLVM"
