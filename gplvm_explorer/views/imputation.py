@@ -268,10 +268,11 @@ class ImputationView(pn.viewable.Viewer):
         if probabilities:
             if not isinstance(fig.y_range, Range1d):
                 fig.y_range = Range1d(-0.05, 1.05)
-            fig.yaxis.axis_label = "observed value, or P(y = 1) where filled in"
+            fig.yaxis.axis_label = "value, or P(y = 1)"
         elif isinstance(fig.y_range, Range1d):
             fig.y_range = DataRange1d()
             fig.yaxis.axis_label = "value"
+        fig.legend[0].items[0].visible = not probabilities  # "±2σ": none around a probability
 
     # ---- export ----------------------------------------------------------------------
     def _csv(self):

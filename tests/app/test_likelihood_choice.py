@@ -155,4 +155,6 @@ def test_the_imputed_values_of_a_bernoulli_model_are_shown_as_probabilities(make
     np.testing.assert_array_equal(view.imp_points.data["lower"], p)  # no ±2σ around a probability
     assert "P(y = 1)" in text(view.text) and "P(y = 1) =" in text(view.table)
     assert view.profile_fig.y_range.start == -0.05 and view.profile_fig.y_range.end == 1.05
+    assert view.profile_fig.yaxis.axis_label == "value, or P(y = 1)"
+    assert not view.profile_fig.legend[0].items[0].visible  # no "±2σ" entry
     pn.panel(view)  # renders
