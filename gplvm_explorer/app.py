@@ -39,6 +39,7 @@ from gplvm_explorer.views.geodesic import GeodesicView
 from gplvm_explorer.views.lesson import LessonButton, LessonCard, LessonLayout
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.pca_beside import PCABesideView
+from gplvm_explorer.views.runs import RunsView
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
 
@@ -132,6 +133,7 @@ def create_app(lesson=None, **explorer_options):
         part("views", MultiViewView(explorer=ex)),  # ... panel="views"
         part("deep", DeepLayersView(explorer=ex)),  # ... panel="deep"
         part("objective", ObjectivePlot(explorer=ex)),
+        part("runs", RunsView(explorer=ex)),  # every finished or stopped run: compare, show again, export
         part("imputation", ImputationView(explorer=ex)),
         part("export", ExportPanel(explorer=ex)),
     ]

@@ -30,6 +30,7 @@ from .state.geodesic import GeodesicWalk
 from .state.latent import LatentSlice
 from .state.model_inputs import ModelInputs
 from .state.multiview import MultiView
+from .state.runs import RunsTable
 from .state.settings import ModelSettings
 from .state.training import Status, TrainingRun
 from .training.worker import ACTIVE, Limiter
@@ -68,10 +69,12 @@ class Explorer(param.Parameterized):
         self.dynamics = Dynamics(self.dispatcher)
         self.multiview = MultiView(self.dispatcher)
         self.deep = DeepLayers(self.dispatcher)  # per-layer maps of models with layers
+        self.runs = RunsTable(self.dispatcher)  # every finished or stopped run, to compare and show again
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.data.param.watch(self._on_saved_model, ["saved_model"])
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
+        self.runs.connect(self)
         self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
         # the page timed a prepared start: estimates and the big-data proposal follow the measurement
         self.training.param.watch(lambda e: self.settings.set_timing(e.new), ["timing"])

@@ -68,6 +68,7 @@ class TrainingRun(param.Parameterized):
     config = param.Parameter(default=None, doc="ModelConfig of this run.")
     dataset = param.Parameter(default=None, doc="The Dataset this run trains on.")
     opened = param.String(default="", doc="Name of the saved model on show (opened, not trained here), else ''.")
+    restored = param.String(default="", doc="Name of the earlier run on show again (from the runs table), else ''.")
     change = param.Number(default=float("nan"), doc="The best objective's relative rise over the convergence "
                           "rule's window (the run converges when it falls to the rule's rtol); NaN: no rule "
                           "or no full window yet.")
@@ -114,6 +115,10 @@ class TrainingRun(param.Parameterized):
     def limiter(self) -> Limiter:
         return self._limiter
 
+    def build_model(self, Y, config: ModelConfig):
+        """A new, unfitted model of ``Y`` and ``config``, built as Train builds it."""
+        return self._build(Y, config) if self._build is not None else config.spec.build(Y, config)
+
     # ---- control (page thread) -----------------------------------------------------
     def start(self, dataset, config: ModelConfig) -> bool:
         if self.active:
@@ -148,7 +153,7 @@ class TrainingRun(param.Parameterized):
             self.max_iters = int(config.max_iters)
             self.objective_name = config.spec.objective_name
             self.details = ""
-            self.opened = ""
+            self.opened = self.restored = ""
             self.message, self.message_kind = _MESSAGES[Status.STARTING], "info"
             self.status = Status.STARTING.value  # the run exists; its events take over from here
         return True
@@ -185,9 +190,10 @@ class TrainingRun(param.Parameterized):
         """The start prepared for the next Train click, if any."""
         return self._prepared
 
-    def show_result(self, result: TrainedResult, name: str, trace=None) -> bool:
+    def show_result(self, result: TrainedResult, name: str, trace=None, restored: bool = False) -> bool:
         """Show a model trained elsewhere (a saved model file called ``name``) as a finished run of
-        ``result.iteration`` iterations; ``trace`` (iterations (k,), objectives (k,)) is its objective curve."""
+        ``result.iteration`` iterations; ``trace`` (iterations (k,), objectives (k,)) is its objective curve.
+        ``restored``: an earlier run of this page called ``name`` (the runs table), not a file."""
         if self.active:
             self.message, self.message_kind = "A training is running: stop it before opening a model.", "warning"
             return False
@@ -205,7 +211,7 @@ class TrainingRun(param.Parameterized):
             self.change, self.end_reason = float("nan"), ""
             self.objective, self.objective_name = float(result.objective), result.objective_name
             self.details = ""
-            self.opened = name
+            self.opened, self.restored = ("", name) if restored else (name, "")
             self.message, self.message_kind = "", "info"
             self.status = Status.FINISHED.value
         if was == Status.FINISHED.value:  # no change, no event: the page still has to hear of the new result

@@ -354,6 +354,9 @@ def progress_text(tr) -> str:
     if st == "starting":
         return "Building the model…"
     name = tr.objective_name
+    if st == "finished" and getattr(tr, "restored", ""):
+        return (f"{tr.restored} shown again from the runs table · {name} {_fmt(tr.objective)} · "
+                "press Train to fit the settings on the model card")
     if st == "finished" and tr.opened:
         return (f"Saved model {tr.opened} opened · {name} {_fmt(tr.objective)} · explore it, "
                 "or press Train to fit again")

@@ -1,0 +1,85 @@
+"""The runs table: every finished or stopped run of the session, its scores, CSV export; a click
+on a run shows it again (its map, ARD bars, objective curve and reconstructions)."""
+from __future__ import annotations
+
+import io
+import logging
+
+import panel as pn
+import param
+
+from ..explorer import Explorer
+from ..state.runs import COLUMNS
+from .common import OUTLINE, PANEL_STYLES, escape, title_with_help
+
+logger = logging.getLogger(__name__)
+
+HELP = (
+    "Every run that finishes or is stopped gets a row; each data set gets one **PCA** row "
+    "(probabilistic PCA with two components: its log-likelihood per row is the bound to beat). "
+    "**Bound per row** is the final objective divided by the rows trained on. **Dims in use**: "
+    "ARD relevance above 5% of the largest. **1-NN errors**: leave-one-out nearest-neighbour label "
+    "errors among the latent means, in the map's two most relevant dimensions and in all of them "
+    "(data with categorical labels). Click a run's row to show it again without training. "
+    "The table keeps the last 20 runs of this page."
+)
+
+#: Cells with the user's words (data set names) and our own labels: always text, never HTML.
+_TEXT = {"type": "plaintext"}
+
+
+class RunsView(pn.viewable.Viewer):
+    explorer = param.ClassSelector(class_=Explorer)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        runs = self.explorer.runs
+        self.table = pn.widgets.Tabulator(
+            runs.table, show_index=False, disabled=True, selectable=1, sizing_mode="stretch_width",
+            height=230, layout="fit_data_table", titles=dict(COLUMNS), name="runs-table",
+            formatters={key: _TEXT for key, _ in COLUMNS}, css_classes=["gx-runs-table"],
+        )
+        self.table.on_click(self._on_click)
+        self.csv = pn.widgets.FileDownload(callback=self._csv, filename="runs.csv", label="Runs table (CSV)",
+                                           **OUTLINE, color="primary", width=200, margin=(4, 5))
+        self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
+        runs.param.watch(self._on_table, ["table"])
+        runs.param.watch(self._on_note, ["note"])
+        self._on_table()
+        self._on_note()
+
+    def _on_table(self, *events):
+        frame = self.explorer.runs.table
+        self.table.value = frame
+        self.csv.disabled = len(frame) == 0
+
+    def _on_note(self, *events):
+        text = self.explorer.runs.note
+        self.note.object = escape(text, None) if text else ""
+        self.note.visible = bool(text)
+
+    def _on_click(self, event):
+        runs = self.explorer.runs
+        records = runs.records
+        if not 0 <= event.row < len(records):
+            return
+        record = records[event.row]
+        if record.is_pca:
+            runs.note = "The PCA row has no map of its own: it is the baseline every run is read against."
+            return
+        runs.restore(record.number)
+
+    def _csv(self):
+        try:
+            return io.BytesIO(self.explorer.runs.csv())
+        except Exception as exc:  # noqa: BLE001 - the table stays; the note says why
+            logger.exception("Runs CSV failed")
+            self.explorer.runs.note = f"Export failed: {exc}"
+            return io.BytesIO(b"")
+
+    def __panel__(self):
+        return pn.Column(
+            title_with_help("Runs", HELP),
+            self.table, pn.Row(self.csv), self.note,
+            sizing_mode="stretch_width", styles=PANEL_STYLES,
+        )
