@@ -26,6 +26,20 @@ HELP = (
 
 #: Cells with the user's words (data set names) and our own labels: always text, never HTML.
 _TEXT = {"type": "plaintext"}
+#: Short headers for the page (the CSV keeps the long ones of COLUMNS).
+_TITLES = {**dict(COLUMNS), "iterations": "Iters", "time_s": "Time (s)", "bound_per_row": "Bound / row",
+           "dims_in_use": "Dims used", "nn_errors_2d": "1-NN err (2 dims)", "nn_errors_all": "1-NN err (all)",
+           "held_out_log_density": "Held-out log p / row", "held_out_rmse": "Held-out RMSE"}
+_DECIMALS = {"time_s": "0.0", "objective": "0.0", "bound_per_row": "0.000", "held_out_log_density": "0.000",
+             "held_out_rmse": "0.0000"}
+
+
+def _formatters() -> dict:
+    from bokeh.models.widgets.tables import NumberFormatter
+
+    out = {key: _TEXT for key, _ in COLUMNS}
+    out.update({key: NumberFormatter(format=fmt, nan_format="", null_format="") for key, fmt in _DECIMALS.items()})
+    return out
 
 
 class RunsView(pn.viewable.Viewer):
@@ -36,8 +50,8 @@ class RunsView(pn.viewable.Viewer):
         runs = self.explorer.runs
         self.table = pn.widgets.Tabulator(
             runs.table, show_index=False, disabled=True, selectable=1, sizing_mode="stretch_width",
-            height=230, layout="fit_data_table", titles=dict(COLUMNS), name="runs-table",
-            formatters={key: _TEXT for key, _ in COLUMNS}, css_classes=["gx-runs-table"],
+            height=230, layout="fit_data_table", titles=_TITLES, frozen_columns=["run"],
+            formatters=_formatters(), css_classes=["gx-runs-table"],
         )
         self.table.on_click(self._on_click)
         self.csv = pn.widgets.FileDownload(callback=self._csv, filename="runs.csv", label="Runs table (CSV)",
