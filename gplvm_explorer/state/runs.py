@@ -101,6 +101,16 @@ def _kernel_text(config) -> str:
     return text
 
 
+def _inducing(model):
+    """M as a number, or per layer as text ("30, 20") for models with layers."""
+    m = getattr(model, "num_inducing", None)
+    if m is None:
+        return None
+    if np.ndim(m):
+        return ", ".join(str(int(v)) for v in np.ravel(m))
+    return int(m)
+
+
 def run_cells(result, number: int, status: str, elapsed: float) -> dict:
     """The cells of a trained run's row (scores that need a thread are None)."""
     config, ds, model = result.config, result.dataset, result.model
@@ -115,7 +125,7 @@ def run_cells(result, number: int, status: str, elapsed: float) -> dict:
         "kernel": _kernel_text(config),
         "likelihood": likelihood,
         "Q": int(result.latent_dim),
-        "M": int(getattr(model, "num_inducing", 0)) if spec.uses_inducing else None,
+        "M": _inducing(model) if spec.uses_inducing else None,
         "seed": int(config.seed),
         "iterations": int(result.iteration),
         "time_s": round(float(elapsed), 2),
@@ -284,7 +294,11 @@ class RunsTable(param.Parameterized):
             return
         data = tr.trace.data
         trace = (data["iteration"].to_numpy(dtype=float, copy=True), data["objective"].to_numpy(dtype=float, copy=True))
-        self.add(tr.result, event.new, tr.elapsed, trace=trace, source=self._explorer.result_source)
+        try:
+            self.add(tr.result, event.new, tr.elapsed, trace=trace, source=self._explorer.result_source)
+        except Exception as exc:  # noqa: BLE001 - the run on show stays; the table says why it has no row
+            logger.exception("Could not add the run to the runs table")
+            self.note = f"This run could not be added to the table: {type(exc).__name__}: {exc}"
 
     def restore(self, number: int) -> bool:
         """Show run ``number`` again (its map, ARD bars, objective curve and reconstructions) without
