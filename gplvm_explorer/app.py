@@ -39,7 +39,7 @@ from gplvm_explorer.views.geodesic import GeodesicView
 from gplvm_explorer.views.lesson import LessonButton, LessonCard, LessonLayout
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.pca_beside import PCABesideView
-from gplvm_explorer.views.runs import RunsView
+from gplvm_explorer.views.runs import HeldOutChoice, RunsView
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
 
@@ -105,7 +105,8 @@ def create_app(lesson=None, **explorer_options):
     sidebar = [
         part("lesson", card(LessonCard(lesson=ex.lesson, pace=ex.training.pace), "Lesson", help_texts.LESSON,
                             css_classes=["gx-lesson-card"]), wrap=False),
-        part("data", card(DataPanel(explorer=ex), "1 · Data", help_texts.DATA), wrap=False),
+        part("data", card(pn.Column(DataPanel(explorer=ex), HeldOutChoice(explorer=ex), sizing_mode="stretch_width"),
+                          "1 · Data", help_texts.DATA), wrap=False),
         part("model", card(pn.Column(ModelPanel(explorer=ex), MinibatchPanel(explorer=ex),
                                      ModelInputsPanel(explorer=ex), DeepLayersInput(explorer=ex),
                                      MissingDataChoice(explorer=ex), sizing_mode="stretch_width"),

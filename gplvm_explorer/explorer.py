@@ -23,6 +23,7 @@ from .data.mapped import training_dataset
 from .data.value_kind import likelihood_for
 from .state.data import LoadedData
 from .state.deep import DeepLayers
+from .state.held_out import HeldOutRows
 from .state.imputation import ImputedValues, MissingValues
 from .state.labels import LabelColouring, colour_labels
 from .state.dynamics import Dynamics
@@ -70,6 +71,7 @@ class Explorer(param.Parameterized):
         self.multiview = MultiView(self.dispatcher)
         self.deep = DeepLayers(self.dispatcher)  # per-layer maps of models with layers
         self.runs = RunsTable(self.dispatcher)  # every finished or stopped run, to compare and show again
+        self.held_out = HeldOutRows()  # a seeded 10% of the rows kept out of training, to score runs on
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.data.param.watch(self._on_saved_model, ["saved_model"])
         self.training.param.watch(self._on_status, ["status"])
@@ -86,6 +88,7 @@ class Explorer(param.Parameterized):
                                             "likelihood"])
         self.missing.param.watch(prepare, list(self.missing.param)[1:])
         self.inputs.param.watch(prepare, list(self.inputs.param)[1:])
+        self.held_out.param.watch(prepare, ["enabled", "seed"])
         self.data.load_default()
         self.warming_up = not warmup.done()
         self._unsubscribe_warmup = warmup.on_done(lambda: self.dispatcher.soon(self._on_warm))
@@ -120,6 +123,8 @@ class Explorer(param.Parameterized):
     def _training_input(self, ds):
         """(dataset, config) a Train click with ``ds`` and the current settings trains on;
         DataError or ValueError say why it cannot."""
+        # the held-out rows (when chosen) never reach the model
+        ds = self.held_out.training_rows(ds, self.settings.spec)
         # a model that cannot use missing cells trains on a completed copy
         ds = self.missing.training_data(ds, self.settings.spec)
         likelihood = self.settings.config().likelihood

@@ -153,10 +153,41 @@ def run_scores(result) -> dict:
     return {"nn_errors_2d": int(one_nn_errors(X[:, shown], labels)), "nn_errors_all": int(one_nn_errors(X, labels))}
 
 
-def pca_record(dataset) -> RunRecord:
+def held_out_scores(model, test) -> dict:
+    """The run's scores on the held-out rows ``test`` (k, D): :func:`engine.metrics.held_out` with seed 0."""
+    from engine import single_blas_thread
+    from engine.metrics import held_out
+
+    with single_blas_thread():
+        score = held_out(model, test, seed=0)
+    return {"held_out_log_density": score.mean_log_density, "held_out_rmse": score.rmse}
+
+
+def ppca_held_out(mean, C, test) -> dict:
+    """Held-out scores of a Gaussian N(mean, C) (probabilistic PCA) on ``test`` (k, D): the mean log
+    density of the rows' present entries and the RMSE of the conditional mean of a hidden half of each
+    row's entries given the other half (the same halves as :func:`engine.metrics.held_out`, seed 0)."""
+    from scipy.stats import multivariate_normal
+
+    from engine.metrics import half_observed
+
+    present = ~np.isnan(test)
+    seen = half_observed(present, 0)
+    density, errors = [], []
+    for y, p, o in zip(test, present, seen):
+        density.append(multivariate_normal(mean[p], C[np.ix_(p, p)]).logpdf(y[p]))
+        h = p & ~o
+        cond = mean[h] + C[np.ix_(h, o)] @ np.linalg.solve(C[np.ix_(o, o)], y[o] - mean[o])
+        errors.append(cond - y[h])
+    errors = np.concatenate(errors)
+    return {"held_out_log_density": float(np.mean(density)), "held_out_rmse": float(np.sqrt(np.mean(errors ** 2)))}
+
+
+def pca_record(dataset, test=None) -> RunRecord:
     """The PCA row of ``dataset``: probabilistic PCA with two components (Tipping & Bishop 1999, its
     maximum log-likelihood per row as the bound), 1-NN errors in the two principal components and in
-    the data's own D dimensions (all components).  Missing cells take their column's mean."""
+    the data's own D dimensions (all components); with held-out rows ``test`` (k, D), its held-out
+    scores (:func:`ppca_held_out`).  Missing cells take their column's mean."""
     Y = np.asarray(dataset.values, dtype=float)
     N, D = Y.shape
     cells = {key: None for key, _ in COLUMNS}
@@ -176,6 +207,10 @@ def pca_record(dataset) -> RunRecord:
         log_det = float(np.sum(np.log(lam[:q]))) + (D - q) * np.log(sigma2)
         cells["objective"] = -0.5 * N * (D * np.log(2 * np.pi) + log_det + D)
         cells["bound_per_row"] = cells["objective"] / N
+        if test is not None and len(test) and D >= 2:
+            V = Vt[:q].T
+            C = (V * (lam[:q] - sigma2)) @ V.T + sigma2 * np.eye(D)
+            cells.update(ppca_held_out(Y.mean(axis=0), C, np.asarray(test, dtype=float)))
     cells["dims_in_use"] = int(min(2, D))
     labels = _labels_for_nn(dataset)
     if labels is not None:
@@ -246,7 +281,9 @@ class RunsTable(param.Parameterized):
                                           source=ds)
         self._forget_unused_pca()
         self.table = self._frame()
-        threading.Thread(target=self._score, args=(record, needs_pca), name="gplvm-runs", daemon=True).start()
+        test = self._held_out_rows(ds)
+        threading.Thread(target=self._score, args=(record, needs_pca, model, test), name="gplvm-runs",
+                         daemon=True).start()
         return record
 
     def _forget_unused_pca(self) -> None:
@@ -255,13 +292,19 @@ class RunsTable(param.Parameterized):
         for key in [k for k in self._pca if k not in used]:
             del self._pca[key]
 
-    def _score(self, record: RunRecord, with_pca: bool) -> None:  # a thread
+    def _held_out_rows(self, dataset):
+        chooser = getattr(self._explorer, "held_out", None)
+        return chooser.test_rows(dataset) if chooser is not None else None
+
+    def _score(self, record: RunRecord, with_pca: bool, model=None, test=None) -> None:  # a thread
         updates = []
         try:
             if with_pca:
-                pca = pca_record(record.result.dataset)
+                pca = pca_record(record.result.dataset, test)
                 updates.append((id(record.result.dataset), pca.cells))
             updates.append((record, run_scores(record.result)))
+            if test is not None and model is not None:
+                updates.append((record, held_out_scores(model, test)))
         except Exception as exc:  # noqa: BLE001 - the row stays, without its scores, and the table says why
             logger.exception("Scores of run %d failed", record.number)
             updates.append((None, {"note": f"Scores of run {record.number} failed: {type(exc).__name__}: {exc}"}))

@@ -24,6 +24,14 @@ HELP = (
     "The table keeps the last 20 runs of this page."
 )
 
+HELD_OUT_HELP = (
+    " With **Hold out 10% of rows** on the Data card, Train fits the other rows and each run is scored "
+    "on the held-out ones: **Held-out log p / row** is the mean log density of a whole row (Titsias & "
+    "Lawrence 2010, eq. 20, for the Bayesian models; the predictive density at the best latent point for "
+    "the others), **Held-out RMSE** the error of half of each row's entries predicted from the other half "
+    "(in the units trained on)."
+)
+
 #: Cells with the user's words (data set names) and our own labels: always text, never HTML.
 _TEXT = {"type": "plaintext"}
 #: Short headers for the page (the CSV keeps the long ones of COLUMNS).
@@ -93,7 +101,33 @@ class RunsView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            title_with_help("Runs", HELP),
+            title_with_help("Runs", HELP + HELD_OUT_HELP),
             self.table, pn.Row(self.csv), self.note,
             sizing_mode="stretch_width", styles=PANEL_STYLES,
         )
+
+
+class HeldOutChoice(pn.viewable.Viewer):
+    """The Data card's "hold out 10% of rows" checkbox and its seed."""
+
+    explorer = param.ClassSelector(class_=Explorer)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        held = self.explorer.held_out
+        self.enabled = pn.widgets.Checkbox.from_param(held.param.enabled, label="Hold out 10% of rows (scored in Runs)")
+        self.seed = pn.widgets.IntInput.from_param(held.param.seed, label="Held-out seed", width=110)
+        self.note = pn.pane.Str("", visible=False, sizing_mode="stretch_width", styles={"font-size": "12px"})
+        held.param.watch(self._refresh, ["enabled", "note"])
+        self.explorer.data.param.watch(self._refresh, ["locked"])
+        self._refresh()
+
+    def _refresh(self, *events):
+        held, locked = self.explorer.held_out, self.explorer.data.locked
+        self.enabled.disabled = self.seed.disabled = locked
+        self.seed.visible = held.enabled
+        self.note.object = held.note
+        self.note.visible = bool(held.note)
+
+    def __panel__(self):
+        return pn.Column(pn.Row(self.enabled, self.seed), self.note, sizing_mode="stretch_width", margin=0)

@@ -134,3 +134,60 @@ def test_the_cap_drops_the_oldest_runs_with_a_note_and_csv_has_every_column(make
     frame = pd.read_csv(io.BytesIO(ex.runs.csv()))
     assert list(frame.columns) == [h for _, h in COLUMNS]
     assert len(frame) == 4 and frame["Run"].tolist() == [0, 3, 4, 5]
+
+
+def test_held_out_rows_are_never_trained_on_and_score_every_run(make_explorer, pump):
+    from engine.metrics import held_out
+
+    ex = make_explorer()
+    assert ex.data.load_sample("three-phase-flow")
+    loaded = ex.data.dataset
+    ex.held_out.enabled = True
+    result = train_to_end(ex, pump, model="bayesian", latent_dim=2, num_inducing=10, max_iters=15)
+    trained = result.dataset
+    test = ex.held_out.test_rows(trained)
+    assert trained.n == loaded.n - 45 and test.shape == (45, loaded.d)
+    # the held-out rows and the training rows are the loaded rows, split
+    rows = {r.tobytes() for r in loaded.values}
+    assert {r.tobytes() for r in trained.values} | {r.tobytes() for r in test} == rows
+    assert not {r.tobytes() for r in trained.values} & {r.tobytes() for r in test}
+    assert pump(ex, lambda: ex.runs.table["held_out_rmse"].notna().all(), timeout=120), ex.runs.table
+    row = ex.runs.table.iloc[1]
+    score = held_out(result.model, test, seed=0)
+    assert row.held_out_log_density == pytest.approx(score.mean_log_density, rel=1e-6)
+    assert row.held_out_rmse == pytest.approx(score.rmse, rel=1e-6)
+    assert row.data.endswith("(405 of 450 rows)")
+    # the same data and seed: the next run trains on the very same rows (one copy, shared)
+    again = train_to_end(ex, pump, model="gplvm", latent_dim=2)
+    assert again.dataset is trained
+    # a model with its own inputs (times) trains on every row, and the card says so
+    from gplvm_explorer.catalog import spec
+
+    assert ex.held_out.training_rows(loaded, spec("gpds")) is loaded and "every row" in ex.held_out.note
+    ex.held_out.enabled = False
+    assert ex._training_input(loaded)[0] is loaded
+
+
+def test_pca_row_held_out_scores_are_the_gaussian_of_probabilistic_pca():
+    from scipy.stats import multivariate_normal
+
+    from engine.metrics import half_observed
+    from gplvm_explorer.data.frames import from_array
+
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(80, 2)) @ rng.normal(size=(2, 6)) + 0.3 * rng.normal(size=(80, 6))
+    train, test = Y[:70], Y[70:]
+    cells = pca_record(from_array(train, None, name="toy", standardize=False, drop_constant=False), test).cells
+    mean = train.mean(0)
+    lam, U = np.linalg.eigh(np.cov(train.T, bias=True))
+    lam, U = lam[::-1], U[:, ::-1]
+    sigma2 = lam[2:].mean()
+    C = U[:, :2] @ np.diag(lam[:2] - sigma2) @ U[:, :2].T + sigma2 * np.eye(6)
+    assert cells["held_out_log_density"] == pytest.approx(multivariate_normal(mean, C).logpdf(test).mean(), rel=1e-9)
+    seen = half_observed(np.ones(test.shape, bool), 0)
+    sq = []
+    for y, o in zip(test, seen):
+        h = ~o
+        pred = mean[h] + C[np.ix_(h, o)] @ np.linalg.solve(C[np.ix_(o, o)], y[o] - mean[o])
+        sq.extend((pred - y[h]) ** 2)
+    assert cells["held_out_rmse"] == pytest.approx(np.sqrt(np.mean(sq)), rel=1e-9)
