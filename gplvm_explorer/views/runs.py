@@ -59,6 +59,7 @@ class RunsView(pn.viewable.Viewer):
         self.table = pn.widgets.Tabulator(
             runs.table, show_index=False, disabled=True, selectable=1, sizing_mode="stretch_width",
             height=230, layout="fit_data_table", titles=_TITLES, frozen_columns=["run"],
+            widths={"data": 150, "kernel": 170},
             formatters=_formatters(), css_classes=["gx-runs-table"],
         )
         self.table.on_click(self._on_click)
@@ -130,4 +131,4 @@ class HeldOutChoice(pn.viewable.Viewer):
         self.note.visible = bool(held.note)
 
     def __panel__(self):
-        return pn.Column(pn.Row(self.enabled, self.seed), self.note, sizing_mode="stretch_width", margin=0)
+        return pn.Column(self.enabled, self.seed, self.note, sizing_mode="stretch_width", margin=0)
