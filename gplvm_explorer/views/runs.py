@@ -34,6 +34,10 @@ HELD_OUT_HELP = (
 
 #: Cells with the user's words (data set names) and our own labels: always text, never HTML.
 _TEXT = {"type": "plaintext"}
+#: The table's columns in the page are named with this prefix: page probes that look for a source by a
+#: column name (e.g. the objective curve's 'objective') never find the runs table instead.
+PREFIX = "runs_"
+
 #: Short headers for the page (the CSV keeps the long ones of COLUMNS).
 _TITLES = {**dict(COLUMNS), "iterations": "Iters", "time_s": "Time (s)", "bound_per_row": "Bound / row",
            "dims_in_use": "Dims used", "nn_errors_2d": "1-NN err (2 dims)", "nn_errors_all": "1-NN err (all)",
@@ -45,8 +49,9 @@ _DECIMALS = {"time_s": "0.0", "objective": "0.0", "bound_per_row": "0.000", "hel
 def _formatters() -> dict:
     from bokeh.models.widgets.tables import NumberFormatter
 
-    out = {key: _TEXT for key, _ in COLUMNS}
-    out.update({key: NumberFormatter(format=fmt, nan_format="", null_format="") for key, fmt in _DECIMALS.items()})
+    out = {PREFIX + key: _TEXT for key, _ in COLUMNS}
+    out.update({PREFIX + key: NumberFormatter(format=fmt, nan_format="", null_format="")
+                for key, fmt in _DECIMALS.items()})
     return out
 
 
@@ -57,9 +62,9 @@ class RunsView(pn.viewable.Viewer):
         super().__init__(**params)
         runs = self.explorer.runs
         self.table = pn.widgets.Tabulator(
-            runs.table, show_index=False, disabled=True, selectable=1, sizing_mode="stretch_width",
-            height=230, layout="fit_data_table", titles=_TITLES, frozen_columns=["run"],
-            widths={"data": 150, "kernel": 170},
+            runs.table.add_prefix(PREFIX), show_index=False, disabled=True, selectable=1,
+            sizing_mode="stretch_width", height=230, layout="fit_data", frozen_columns=[PREFIX + "run"],
+            titles={PREFIX + k: v for k, v in _TITLES.items()}, widths={PREFIX + "data": 150, PREFIX + "kernel": 170},
             formatters=_formatters(), css_classes=["gx-runs-table"],
         )
         self.table.on_click(self._on_click)
@@ -73,7 +78,7 @@ class RunsView(pn.viewable.Viewer):
 
     def _on_table(self, *events):
         frame = self.explorer.runs.table
-        self.table.value = frame
+        self.table.value = frame.add_prefix(PREFIX)
         self.csv.disabled = len(frame) == 0
 
     def _on_note(self, *events):

@@ -69,10 +69,10 @@ def test_three_runs_make_three_rows_and_pca_and_a_click_shows_the_first_again(se
             if shading is None:
                 shading = settled_shading(page)
                 assert shading and shading[0] > 0, "the first run's map was not drawn"
-        table = wait_js(page, "() => { const t = __gk.table('bound_per_row'); "
-                              "return t && t.run.length === 4 && t.nn_errors_all.every(v => v !== null) ? t : null; }",
-                        timeout=60)
-        assert table, page.evaluate("() => __gk.table('bound_per_row')")
+        table = wait_js(page, "() => { const t = __gk.table('runs_bound_per_row'); return t && t.runs_run.length === 4 "
+                              "&& t.runs_nn_errors_all.every(v => v !== null) ? t : null; }", timeout=60)
+        assert table, page.evaluate("() => __gk.table('runs_bound_per_row')")
+        table = {key[len("runs_"):]: value for key, value in table.items() if key.startswith("runs_")}
         assert table["model"] == ["PCA"] + [m for m, _, _ in RUNS]
         assert table["Q"] == [2, 2, 3, 4]
         assert [k.split(" + ")[0] for k in table["kernel"][1:]] == [k for _, k, _ in RUNS]
