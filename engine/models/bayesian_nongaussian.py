@@ -90,6 +90,23 @@ class NonGaussianMixin:
     """What the models with a Bernoulli or Poisson likelihood share: the likelihood itself, its checks,
     the default kernel and the moments of y from those of f (``predict_f``)."""
 
+    def _build_explicit_q(self, X0, X_variance, Z, num_inducing, seed) -> list:
+        """Parameters q(x_n) = N(X_mean, X_variance), Z (M, Q), the kernel's and the explicit whitened
+        q(u_d) = N(q_mu[:, d], q_sqrt[d] q_sqrt[d]^T) per output, starting at the prior; returns the specs."""
+        S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
+        Z0 = distinct_inducing(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
+        if Z0.ndim != 2 or Z0.shape[1] != self.latent_dim:
+            raise ShapeError(f"Expected Z of shape (M, {self.latent_dim}), got {Z0.shape} instead.")
+        self.num_inducing = M = Z0.shape[0]
+        D = self.output_dim
+        specs = [self._free_spec("X_mean", X0.shape), ParameterSpec("X_variance", X0.shape, POSITIVE),
+                 self._free_spec("Z", Z0.shape), *self._kernel_specs(self._kernel),
+                 self._free_spec("q_mu", (M, D)), self._free_spec("q_sqrt", (D, M, M))]
+        values = {"X_mean": X0, "X_variance": S0, "Z": Z0, **self._kernel.params,
+                  "q_mu": np.zeros((M, D)), "q_sqrt": np.broadcast_to(np.eye(M), (D, M, M)).copy()}
+        self._build_packer(specs, values)
+        return specs
+
     def _init_likelihood(self, likelihood, noise_variance, gaussian_class):
         lik = get_likelihood(likelihood)
         if lik.name == "gaussian":
@@ -165,18 +182,7 @@ class NonConjugateBayesianGPLVM(NonGaussianMixin, BayesianGPLVM, likelihoods_of=
         check_nongaussian_kernel(self._kernel)
         start = init_data(lik, self._Y_data if self.observed is None else np.where(self.observed, self._Y_data, 0.0))
         X0 = initial_X(start, self.latent_dim, init, seed, X)
-        S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
-        Z0 = distinct_inducing(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
-        if Z0.ndim != 2 or Z0.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected Z of shape (M, {self.latent_dim}), got {Z0.shape} instead.")
-        self.num_inducing = M = Z0.shape[0]
-        D = self.output_dim
-        specs = [self._free_spec("X_mean", X0.shape), ParameterSpec("X_variance", X0.shape, POSITIVE),
-                 self._free_spec("Z", Z0.shape), *self._kernel_specs(self._kernel),
-                 self._free_spec("q_mu", (M, D)), self._free_spec("q_sqrt", (D, M, M))]
-        values = {"X_mean": X0, "X_variance": S0, "Z": Z0, **self._kernel.params,
-                  "q_mu": np.zeros((M, D)), "q_sqrt": np.broadcast_to(np.eye(M), (D, M, M)).copy()}
-        self._build_packer(specs, values)
+        self._build_explicit_q(X0, X_variance, Z, num_inducing, seed)
         self.reset_q_u(rows=_Q_START_ROWS, seed=seed)
 
     # ---- q(u) ---------------------------------------------------------------------------

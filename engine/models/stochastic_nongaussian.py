@@ -33,13 +33,12 @@ from .._cancel import checkpoint
 from .._threads import blas_pinned
 from ..backends._rows import ROW_CHUNK
 from ..bound import gaussian_kl
-from ..errors import ConfigurationError, ShapeError
+from ..errors import ConfigurationError
 from ..nonconjugate import data_term, natural_step, q_gradients, q_projections, whitened_kl
-from ..transforms import POSITIVE, ParameterSpec
+from ..transforms import POSITIVE
 from ..validation import integer
 from .base import LatentVariableModel, initial_X
-from .bayesian_nongaussian import (NonConjugateRowTerm, NonGaussianMixin, check_nongaussian_kernel,
-                                   distinct_inducing, f_moments_at_points)
+from .bayesian_nongaussian import NonConjugateRowTerm, NonGaussianMixin, check_nongaussian_kernel, f_moments_at_points
 from .collapsed import add_grads
 from .data_source import ChunkedRows
 from .projection import QxProjection
@@ -74,19 +73,7 @@ class NonConjugateStochasticBGPLVM(NonGaussianMixin, StochasticBayesianGPLVM, li
         self.chunk_size = source.chunk_size
         self.seed = seed
         X0 = initial_X(source, self.latent_dim, init, seed, X)
-        S0 = np.broadcast_to(np.asarray(X_variance, dtype=float), X0.shape).copy()
-        Z0 = distinct_inducing(X0, num_inducing, seed) if Z is None else np.array(Z, dtype=float)
-        if Z0.ndim != 2 or Z0.shape[1] != self.latent_dim:
-            raise ShapeError(f"Expected Z of shape (M, {self.latent_dim}), got {Z0.shape} instead.")
-        self.num_inducing = M = Z0.shape[0]
-        D = self.output_dim
-        specs = [self._free_spec("X_mean", X0.shape), ParameterSpec("X_variance", X0.shape, POSITIVE),
-                 self._free_spec("Z", Z0.shape), *self._kernel_specs(self._kernel),
-                 self._free_spec("q_mu", (M, D)), self._free_spec("q_sqrt", (D, M, M))]
-        values = {"X_mean": X0, "X_variance": S0, "Z": Z0, **self._kernel.params,
-                  "q_mu": np.zeros((M, D)), "q_sqrt": np.broadcast_to(np.eye(M), (D, M, M)).copy()}
-        self._build_packer(specs, values)
-        self._split_globals(specs)
+        self._split_globals(self._build_explicit_q(X0, X_variance, Z, num_inducing, seed))
         self.reset_q_u(rows=min(self.num_data, max(self.batch_size, 1024)), seed=seed)
 
     # ---- q(u) ---------------------------------------------------------------------------
