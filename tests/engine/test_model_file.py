@@ -8,8 +8,6 @@ described size is allocated (tracemalloc's peak says so).
 from __future__ import annotations
 
 import io
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -17,19 +15,19 @@ import engine
 from crafted_models import huge_header, npz_bytes, small_arrays, zeros_model
 from engine.io import ModelFileError, load_model, model_arrays, read_model_file
 from engine.model_file import MAX_SPEC_DEPTH, SavedDimensions, spec_from_json
+from quiet_tracing import traced_peak
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_an_npy_header_promising_a_trillion_values_is_refused_before_reading():
     data = huge_header()
-    tracemalloc.start()
-    try:
+
+    def load():
         with pytest.raises(ModelFileError, match=r"(?s)'Y'.*1,000,000 x 1,000,000.*holds 64 bytes"):
             load_model(io.BytesIO(data))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+
+    _, peak = traced_peak(load)
     assert peak < 2e6
 
 
@@ -48,13 +46,11 @@ def test_the_size_check_sees_n_d_q_m_before_the_data_are_read():
         seen.append(dims)
         raise ModelFileError("too big to build")
 
-    tracemalloc.start()
-    try:
+    def load():
         with pytest.raises(ModelFileError, match="too big to build"):
             load_model(io.BytesIO(data), check_size=refuse)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+
+    _, peak = traced_peak(load)
     assert seen == [SavedDimensions("GPLVM", 200_000, 20, 2, 0)]
     assert peak < 8e6  # neither Y (32 MB) nor X_mean (3.2 MB) was read
 
