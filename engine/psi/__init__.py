@@ -375,8 +375,9 @@ def _collect(parts, grads, Z, mu, S) -> PsiGradients:
         for k in family.PARAMS:
             out_params[prefix + k] = g[k]
         dZ += g["Z"]
-        dmu += g["mu"]
-        dS += g["S"]
+        if g["mu"] is not None:  # None: an x-independent part of a sum (no gradient there)
+            dmu += g["mu"]
+            dS += g["S"]
     return PsiGradients(out_params, dZ, dmu, dS)
 
 

@@ -11,15 +11,27 @@ vanishes off the data (White: k(x, z) = 0 for the inducing inputs z).  Then
     Psi2 = sum_a Psi2_a + sum_{a != b} Psi1_a^T Psi1_b        (exact).
 
 Other pairs (RBF x Linear, RBF x RBF, ...) are not Psi1-separable and are
-refused by :func:`cross_term_ok`.
+refused by :func:`cross_term_ok`, so a sum has at most one x-dependent part d.
 
-Gradients: the cross terms only involve Psi1, so each part's gradient
-function receives the effective Psi1 cotangent
+Closed form.  The families with a ``CROSS`` (Bias, White) have statistics
+that do not depend on q(x_n): every point has the same psi0_a, Psi1 row p_a
+(M,) and Psi2_n,a = p_a p_a^T, so nothing of size N x M is formed for them.
+With s = Psi1_d^T 1 (M,), the column sums of the x-dependent part's Psi1,
 
-    dL_dPsi1_a + sum_{b != a} Psi1_b (dL_dPsi2 + dL_dPsi2^T)
+    Psi1 = Psi1_d + 1 P^T,             P = sum_a p_a
+    Psi2 = Psi2_d + N sum_a p_a p_a^T + sum_a (p_a s^T + s p_a^T)
+           + N sum_{a < b} (p_a p_b^T + p_b p_a^T).
 
-which carries, e.g., the Bias x RBF cross term into the RBF parameters, Z,
-mu and S and into the bias variance.
+Gradients, with G2+ = dL_dPsi2 + dL_dPsi2^T: the x-dependent part receives
+the Psi1 cotangent dL_dPsi1 + 1 (G2+ P)^T (the cross terms carry, e.g., the
+Bias x RBF term into the RBF parameters, Z, mu and S), and an x-independent
+part a is the one-point problem with dL_dpsi0 N, Psi1 cotangent
+
+    dL/dp_a = 1^T dL_dPsi1 + G2+ s + N sum_{b != a} G2+ p_b          (1, M)
+
+and Psi2 cotangent N dL_dPsi2.  The x-dependent part's Psi1 for s is its
+forward pass's when the family keeps it (RBF), so the backward pass does
+not recompute it.
 """
 from __future__ import annotations
 
@@ -31,47 +43,110 @@ def cross_term_ok(family_a, family_b) -> bool:
     return getattr(family_a, "CROSS", None) is not None or getattr(family_b, "CROSS", None) is not None
 
 
+def x_independent(family) -> bool:
+    """Whether the family's psi statistics do not depend on q(x_n) (Bias, White: those with a CROSS)."""
+    return getattr(family, "CROSS", None) is not None
+
+
 def _args(family, params):
     return [params[name] for name in family.PARAMS]
+
+
+def _one_point(mu, S):
+    return mu[:1], S[:1]
+
+
+def _rows(parts, Z, mu, S):
+    """Per part: the Psi1 row p (M,) of an x-independent family, else None."""
+    return [np.asarray(family.psi1(*_args(family, params), Z, *_one_point(mu, S))[0], dtype=np.float64)
+            if x_independent(family) else None for family, params in parts]
+
+
+def _const_cross(rows, N, M):
+    """N sum_{a < b} (p_a p_b^T + p_b p_a^T) over the x-independent parts' rows (M, M), or None."""
+    consts = [p for p in rows if p is not None and np.any(p)]
+    if len(consts) < 2:
+        return None
+    out = np.zeros((M, M))
+    for a in range(len(consts)):
+        for b in range(a + 1, len(consts)):
+            cross = np.outer(consts[a], consts[b])
+            out += cross + cross.T
+    return N * out
 
 
 def psi_stats(parts, Z, mu, S):
     """(psi0, Psi1 (N, M), Psi2 (M, M)) of a sum.
 
     parts: list of (family, params) with ``family`` a module such as
-    :mod:`engine.psi.rbf` and ``params`` a dict holding ``family.PARAMS``.
+    :mod:`engine.psi.rbf` and ``params`` a dict holding ``family.PARAMS``;
+    at most one x-dependent family (:func:`cross_term_ok`).
     """
+    N, M = np.shape(mu)[0], np.shape(Z)[0]
     psi0 = 0.0
-    Psi1s = []
-    Psi2 = None
+    Psi2 = np.zeros((M, M))
+    rows = []
+    Psi1_d = None
     for family, params in parts:
-        p0, P1, P2 = family.psi_stats(*_args(family, params), Z, mu, S)
-        psi0 += p0
-        Psi1s.append(P1)
-        Psi2 = P2.copy() if Psi2 is None else Psi2 + P2
-    Psi1 = Psi1s[0].copy()
-    for P1 in Psi1s[1:]:
-        Psi1 += P1
-    for a in range(len(parts)):
-        for b in range(a + 1, len(parts)):
-            cross = Psi1s[a].T @ Psi1s[b]
-            Psi2 += cross + cross.T
+        if x_independent(family):
+            p0, P1, P2 = family.psi_stats(*_args(family, params), Z, *_one_point(mu, S))
+            psi0 += N * p0
+            Psi2 += N * P2
+            rows.append(np.asarray(P1[0], dtype=np.float64))
+        else:
+            p0, P1, P2 = family.psi_stats(*_args(family, params), Z, mu, S)
+            psi0 += p0
+            Psi2 += P2
+            rows.append(None)
+            Psi1_d = np.asarray(P1, dtype=np.float64)  # the family's own new array: the rows are added in place
+    P = sum((p for p in rows if p is not None), np.zeros(M))
+    if Psi1_d is None:
+        Psi1 = np.repeat(P[None, :], N, axis=0)
+    else:
+        Psi1 = Psi1_d
+        s = Psi1_d.sum(axis=0)
+        for p in rows:
+            if p is not None and np.any(p):
+                cross = np.outer(p, s)
+                Psi2 += cross + cross.T
+        if np.any(P):
+            Psi1 += P
+    cc = _const_cross(rows, N, M)
+    if cc is not None:
+        Psi2 += cc
     return float(psi0), Psi1, Psi2
 
 
 def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, parts, Z, mu, S):
-    """Per-part gradient dicts (each as returned by ``family.psi_gradients``), in order of ``parts``."""
+    """Per-part gradient dicts (each as returned by ``family.psi_gradients``; an x-independent
+    part's mu and S entries are None: it has no gradient there), in order of ``parts``."""
+    N, M = np.shape(mu)[0], np.shape(Z)[0]
     G1 = np.asarray(dL_dPsi1, dtype=np.float64)
     G2 = np.asarray(dL_dPsi2, dtype=np.float64)
     G2pT = G2 + G2.T
-    Psi1s = [family.psi1(*_args(family, params), Z, mu, S) for family, params in parts]
+    rows = _rows(parts, Z, mu, S)
+    P = sum((p for p in rows if p is not None), np.zeros(M))
+    s = None
+    if any(p is not None and np.any(p) for p in rows):
+        for (family, params), p in zip(parts, rows):
+            if p is None:
+                s = np.asarray(family.psi1(*_args(family, params), Z, mu, S)).sum(axis=0)
+    col_G1 = G1.sum(axis=0)
     out = []
-    for a, (family, params) in enumerate(parts):
-        G1a = G1
-        for b, P1 in enumerate(Psi1s):
-            if b != a and np.any(P1):
-                G1a = G1a + P1 @ G2pT
-        out.append(family.psi_gradients(dL_dpsi0, G1a, G2, *_args(family, params), Z, mu, S))
+    for a, ((family, params), p) in enumerate(zip(parts, rows)):
+        if p is None:
+            G1a = G1 + (G2pT @ P)[None, :] if np.any(P) else G1
+            out.append(family.psi_gradients(dL_dpsi0, G1a, G2, *_args(family, params), Z, mu, S))
+            continue
+        dp = col_G1.copy()
+        if s is not None:
+            dp += G2pT @ s
+        others = sum((q for b, q in enumerate(rows) if b != a and q is not None), np.zeros(M))
+        if np.any(others):
+            dp += N * (G2pT @ others)
+        g = family.psi_gradients(float(dL_dpsi0) * N, dp[None, :], N * G2, *_args(family, params),
+                                 Z, *_one_point(mu, S))
+        out.append(dict(g, mu=None, S=None))
     return out
 
 
@@ -90,20 +165,11 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, parts, Z, mu, S):
 #     u_k = sum_n W[n, k] Psi1_b[n]                    (a rank-2 update per k).
 
 
-def x_independent(family) -> bool:
-    """Whether the family's psi statistics do not depend on q(x_n) (Bias, White: those with a CROSS)."""
-    return getattr(family, "CROSS", None) is not None
-
-
 def weighted_ok(families) -> bool:
     """Whether :func:`psi_stats_weighted` handles a sum of these families (at most one
     x-dependent family, which must provide ``psi_stats_weighted``)."""
     dependent = [f for f in families if not x_independent(f)]
     return len(dependent) <= 1 and all(hasattr(f, "psi_stats_weighted") for f in dependent)
-
-
-def _one_point(mu, S):
-    return mu[:1], S[:1]
 
 
 def psi_stats_weighted(parts, Z, mu, S, W):
@@ -193,7 +259,7 @@ def psi_gradients_weighted(dL_dpsi0, dL_dPsi1, dL_dPsi2, parts, Z, mu, S, W):
         if p is not None:
             g = family.psi_gradients(float(g0 @ s), G1a[None, :], np.einsum("k,kmn->mn", s, G2),
                                      *_args(family, params), Z, *_one_point(mu, S))
-            g = dict(g, mu=np.zeros(np.shape(mu)), S=np.zeros(np.shape(S)))
+            g = dict(g, mu=None, S=None)
         else:
             g = family.psi_gradients_weighted(g0, G1a, G2, *_args(family, params), Z, mu, S, W)
         out.append(g)

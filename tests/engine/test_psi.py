@@ -255,6 +255,13 @@ def _cases(Q):
             FakeKernel("rbf", Q, variance=0.9, lengthscales=np.asarray(0.9)),
             FakeKernel("bias", Q, variance=0.5),
         ),
+        "bias+white": FakeSum(FakeKernel("bias", Q, variance=0.7), FakeKernel("white", Q, variance=0.3)),
+        "white+bias+linear+bias": FakeSum(
+            FakeKernel("white", Q, variance=0.1),
+            FakeKernel("bias", Q, variance=0.45),
+            FakeKernel("linear", Q, variances=rng.uniform(0.5, 1.5, Q)),
+            FakeKernel("bias", Q, variance=0.25),
+        ),
     }
 
 
@@ -293,6 +300,54 @@ def test_gradients_finite_differences(case):
 
         err = check_grad(f, np.asarray(base[block], float), analytic[block])
         assert err < 1e-5, f"{case}: d/d{block} relative error {err:.2e}"
+
+
+SUM_CASES = [c for c in GRAD_CASES if "+" in c]
+
+
+@pytest.mark.parametrize("case", SUM_CASES)
+def test_sum_equals_its_parts_with_explicit_cross_terms(case):
+    """A sum's statistics and gradients equal those assembled from its parts' own, each
+    cross term formed as the dense product Psi1_a^T Psi1_b of the parts' (N, M) Psi1.
+
+    The reference: Psi2 = sum_a Psi2_a + sum_{a != b} Psi1_a^T Psi1_b, and part a's
+    gradients are its own at the Psi1 cotangent G1 + sum_{b != a} Psi1_b (G2 + G2^T);
+    a wrong, missing or doubled cross term (a bias with the RBF, two biases, a white
+    term that is not zero off the data) moves these far beyond 1e-10.
+    """
+    N, M, Q = 70, 6, 3  # N above one block of the compiled loops, not a multiple of it
+    kernel = _cases(Q)[case]
+    rng, Z, mu, S = problem(N, M, Q, seed=31, s_lo=0.1, s_hi=0.9)
+    g0, G1, G2 = rng.standard_normal(), rng.standard_normal((N, M)), rng.standard_normal((M, M))
+    leaves = [(pn, part, psi.compute(part, Z, mu, S)) for pn, part in zip(kernel.part_names, kernel.parts)]
+
+    psi0 = sum(st.psi0 for _, _, st in leaves)
+    Psi1 = sum(st.Psi1 for _, _, st in leaves)
+    Psi2 = sum(st.Psi2 for _, _, st in leaves)
+    for a, (_, _, sa) in enumerate(leaves):
+        for b, (_, _, sb) in enumerate(leaves):
+            if a != b:
+                Psi2 = Psi2 + sa.Psi1.T @ sb.Psi1
+    st = psi.compute(kernel, Z, mu, S)
+    assert st.psi0 == pytest.approx(psi0, rel=1e-12)
+    assert rel(st.Psi1, Psi1) < 1e-12
+    assert rel(st.Psi2, Psi2) < 1e-12
+
+    G2pT = G2 + G2.T
+    want = {"mu": np.zeros_like(mu), "S": np.zeros_like(S), "Z": np.zeros_like(Z)}
+    for a, (pn, part, _) in enumerate(leaves):
+        G1a = G1 + sum(sb.Psi1 @ G2pT for b, (_, _, sb) in enumerate(leaves) if b != a)
+        g = psi.gradients(part, Z, mu, S, g0, G1a, G2)
+        want.update({f"{pn}.{k}": v for k, v in g.params.items()})
+        want["mu"] += g.mu
+        want["S"] += g.S
+        want["Z"] += g.Z
+    grads = psi.gradients(kernel, Z, mu, S, g0, G1, G2)
+    got = dict(grads.params, mu=grads.mu, S=grads.S, Z=grads.Z)
+    assert set(got) == set(want)
+    for key in want:
+        assert np.shape(got[key]) == np.shape(want[key]), key
+        assert rel(np.asarray(got[key]), np.asarray(want[key])) < 1e-10, key
 
 
 @pytest.mark.parametrize("N,M,Q", [(1, 1, 1), (1, 3, 2), (70, 2, 1), (5, 1, 4), (3, 9, 5)])
