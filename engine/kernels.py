@@ -22,6 +22,7 @@ Available kernels: :class:`RBF`, :class:`Linear`, :class:`Matern32`,
 """
 from __future__ import annotations
 
+import copy as _copy
 import math
 
 import numpy as np
@@ -161,6 +162,19 @@ class Kernel:
     def copy(self) -> "Kernel":
         """An independent kernel with the same settings and parameter values."""
         return kernel_from_spec(self.to_spec())
+
+    def with_params(self, values: dict) -> "Kernel":
+        """An independent copy with the parameters of ``values`` (name -> value) set, checked as by
+        :meth:`set_params`; ``self`` is unchanged.
+
+        What a model does once per evaluation: the copy shares the settings and replaces the
+        values dict (values are never changed in place), instead of rebuilding the kernel
+        from its spec as :meth:`copy` does.
+        """
+        k = _copy.copy(self)
+        k._values = dict(self._values)
+        k.set_params(**values)
+        return k
 
     # --- description ----------------------------------------------------------
 
@@ -805,7 +819,15 @@ class Sum(Kernel):
     def params(self):
         return {f"{n}.{k}": v for n, p in zip(self.part_names, self.parts) for k, v in p.params.items()}
 
-    def set_params(self, **values):
+    def with_params(self, values: dict) -> "Sum":
+        by_part = self._by_part(values)
+        k = _copy.copy(self)
+        k.parts = [p.with_params(by_part[n])
+                   for n, p in zip(self.part_names, self.parts)]
+        return k
+
+    def _by_part(self, values: dict) -> dict:
+        """Part name -> {parameter name within the part: value}; unknown names refused."""
         shapes = self._shapes
         by_part = {n: {} for n in self.part_names}
         for key, value in values.items():
@@ -813,6 +835,10 @@ class Sum(Kernel):
                 raise ConfigurationError(f"Expected a parameter of the sum among {list(shapes)}, got {key!r} instead.")
             part, _, pname = key.partition(".")
             by_part[part][pname] = value
+        return by_part
+
+    def set_params(self, **values):
+        by_part = self._by_part(values)
         # validate on copies first so a rejected value changes nothing
         trial = {n: p.copy() for n, p in zip(self.part_names, self.parts) if by_part[n]}
         for n, k in trial.items():

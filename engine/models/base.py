@@ -296,9 +296,7 @@ class LatentVariableModel:
 
     def kernel_at(self, values: dict):
         """A copy of the kernel with its parameters taken from ``values``."""
-        k = self._kernel.copy()
-        k.set_params(**{name: values[name] for name in self._kernel_names})
-        return k
+        return self._kernel.with_params({name: values[name] for name in self._kernel_names})
 
     @property
     def kernel(self):

@@ -295,9 +295,7 @@ class DeepGP(LatentVariableModel):
         """A copy of layer ``layer``'s kernel (default: the top) with parameters from ``values``."""
         l = self._layer_index(layer)
         p = self._prefix(l)
-        k = self._kernels[l].copy()
-        k.set_params(**{name: values[p + name] for name in self._kernel_names[l]})
-        return k
+        return self._kernels[l].with_params({name: values[p + name] for name in self._kernel_names[l]})
 
     def layer_at(self, values: dict, layer: int) -> DeepLayer:
         l = self._layer_index(layer)

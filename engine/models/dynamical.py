@@ -258,9 +258,7 @@ class DynamicalBGPLVM(CollapsedModel):
     # ---- the time prior -------------------------------------------------------------
     def time_kernel_at(self, values: dict):
         """A copy of the time kernel with its parameters taken from ``values``."""
-        k = self._time_kernel.copy()
-        k.set_params(**{name: values[TIME_PREFIX + name] for name in self._time_names})
-        return k
+        return self._time_kernel.with_params({name: values[TIME_PREFIX + name] for name in self._time_names})
 
     @property
     def time_kernel(self):

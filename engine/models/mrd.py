@@ -165,10 +165,8 @@ class MRD(LatentVariableModel):
     # ---- per-view parameters ---------------------------------------------------------
     def kernel_at(self, values: dict, view: int = 0):
         """A copy of view ``view``'s kernel with its parameters taken from ``values``."""
-        k = self._kernels[view].copy()
         p = view_prefix(view)
-        k.set_params(**{name: values[p + name] for name in self._view_kernel_names[view]})
-        return k
+        return self._kernels[view].with_params({name: values[p + name] for name in self._view_kernel_names[view]})
 
     @property
     def kernels(self) -> list:

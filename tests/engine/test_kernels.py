@@ -8,7 +8,7 @@ import pytest
 from gradcheck import check_grad
 
 from engine import kernels as kern
-from engine.errors import ShapeError
+from engine.errors import ConfigurationError, ShapeError
 from engine.transforms import POSITIVE, ParameterPacker
 
 Q = 3
@@ -339,6 +339,37 @@ def test_params_are_copies_and_copy_is_independent():
     c.set_params(lengthscales=[4.0, 5.0, 6.0], variance=3.0)
     np.testing.assert_array_equal(k.params["lengthscales"], [1.0, 2.0, 3.0])
     assert k.params["variance"] == 1.0
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_with_params_is_an_independent_copy_at_the_new_values(name):
+    """with_params (what a model calls once per evaluation) equals copy() + set_params(): the same
+    kernel matrix and spec, the original unchanged, and no parameter shared with it."""
+    k = KERNELS[name]()
+    before = k.to_spec()
+    new = {key: np.asarray(v) * 1.3 + 0.1 for key, v in k.params.items()}
+    fast = k.with_params(new)
+    slow = k.copy()
+    slow.set_params(**new)
+    assert fast.to_spec() == slow.to_spec()
+    assert k.to_spec() == before
+    X = np.random.default_rng(3).standard_normal((5, Q))
+    np.testing.assert_array_equal(fast.K(X), slow.K(X))
+    fast.set_params(**{key: np.asarray(v) * 2.0 for key, v in new.items()})  # the copy's own values
+    assert k.to_spec() == before
+    if name.startswith("sum"):
+        assert all(a is not b for a, b in zip(fast.parts, k.parts))
+
+
+def test_with_params_refuses_what_set_params_refuses():
+    k = kern.RBF(Q, lengthscales=[1.0, 2.0, 3.0]) + kern.Bias(Q, 0.5)
+    with pytest.raises(ConfigurationError, match="finite and positive"):
+        k.with_params({"rbf.variance": float("nan")})
+    with pytest.raises(ShapeError):
+        k.with_params({"rbf.lengthscales": np.ones(2)})
+    with pytest.raises(ConfigurationError, match="among"):
+        k.with_params({"rbf.period": 1.0})
+    assert k.params["rbf.variance"] == 1.0
 
 
 def test_param_specs_pack_and_unpack():
