@@ -34,6 +34,7 @@ the first real call does not wait for the JIT (~10 s cold, < 1 s cached).
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -135,12 +136,19 @@ def _why_unsupported(kernel):
         leaves = _leaves(kernel)
     except AttributeError as exc:  # not a kernel object at all
         return f"not a kernel ({exc})"
-    unknown = sorted({name for _, name, _ in leaves if name not in REGISTRY})
+    return _why_unsupported_names(tuple(name for _, name, _ in leaves))
+
+
+@functools.lru_cache(maxsize=64)
+def _why_unsupported_names(names):
+    """:func:`_why_unsupported` of a sum of leaves with these kernel names (a function of the
+    names alone: decided once per kernel structure, not on every evaluation)."""
+    unknown = sorted({name for name in names if name not in REGISTRY})
     if unknown:
         return f"no closed-form psi statistics for {', '.join(unknown)}"
-    for i in range(len(leaves)):
-        for j in range(i + 1, len(leaves)):
-            a, b = leaves[i][1], leaves[j][1]
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            a, b = names[i], names[j]
             if not _sum.cross_term_ok(REGISTRY[a], REGISTRY[b]):
                 return (
                     f"the cross term of {a} and {b} in a sum has no implemented closed form "
@@ -182,8 +190,13 @@ def supports_grouped(kernel) -> bool:
 
 def _parts(kernel):
     """[(key prefix, family module, params dict)] of a supported kernel."""
-    check_supported(kernel)
-    return [(prefix, REGISTRY[name], leaf.params) for prefix, name, leaf in _leaves(kernel)]
+    try:
+        leaves = _leaves(kernel)
+    except AttributeError:
+        leaves = None
+    if leaves is None or _why_unsupported_names(tuple(name for _, name, _ in leaves)) is not None:
+        check_supported(kernel)  # raises, saying why
+    return [(prefix, REGISTRY[name], leaf.params) for prefix, name, leaf in leaves]
 
 
 # ------------------------------------------------------------------ validation

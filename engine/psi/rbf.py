@@ -73,6 +73,7 @@ cancellation for far-from-origin inputs (the gradients are unchanged).
 """
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -715,7 +716,7 @@ def packed_contraction(E):
     E = np.asarray(E, dtype=np.float64)
     M = E.shape[1]
     Es = 0.5 * (E + np.swapaxes(E, 1, 2))
-    rows, cols = np.tril_indices(M)
+    rows, cols = _tril(M)
     return np.ascontiguousarray((Es[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)).T)
 
 
@@ -813,9 +814,18 @@ def _psi2_terms(variance, l, Z, mu, S):
     return a, np.ascontiguousarray(c), np.ascontiguousarray(Ut), Rt
 
 
+@functools.lru_cache(maxsize=16)
+def _tril(M):
+    """np.tril_indices(M), read-only, made once per M (the packed order of the lower triangles)."""
+    rows, cols = np.tril_indices(M)
+    rows.flags.writeable = False
+    cols.flags.writeable = False
+    return rows, cols
+
+
 def _unpack_sym(packed, M):
     out = np.empty((M, M))
-    rows, cols = np.tril_indices(M)
+    rows, cols = _tril(M)
     out[rows, cols] = packed
     out[cols, rows] = packed
     return out
@@ -884,7 +894,7 @@ def _unpack_sym_many(packed, M):
     """(K, M, M) symmetric matrices from their packed lower triangles (P, K)."""
     K = packed.shape[1]
     out = np.empty((K, M, M))
-    rows, cols = np.tril_indices(M)
+    rows, cols = _tril(M)
     out[:, rows, cols] = packed.T
     out[:, cols, rows] = packed.T
     return out
@@ -916,7 +926,7 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales, Z, mu, S
     N, M = np.shape(mu)[0], np.shape(Z)[0]
     G2 = np.asarray(dL_dPsi2, dtype=np.float64)
     Gs = 0.5 * (G2 + G2.T)
-    Gp = np.ascontiguousarray(Gs[np.tril_indices(M)])
+    Gp = np.ascontiguousarray(Gs[_tril(M)])
     return _gradients(float(dL_dpsi0) * N, dL_dPsi1, variance, lengthscales, Z, mu, S,
                       lambda c, Ut, Rt, Zc, kept: _psi2_reductions(c, Ut, Rt, Zc, Gp, kept))
 
@@ -934,7 +944,7 @@ def psi_gradients_weighted(dL_dpsi0, dL_dPsi1, dL_dPsi2, variance, lengthscales,
     W = np.ascontiguousarray(W, dtype=np.float64)
     G2 = np.asarray(dL_dPsi2, dtype=np.float64)
     Gs = 0.5 * (G2 + np.swapaxes(G2, 1, 2))
-    rows, cols = np.tril_indices(M)
+    rows, cols = _tril(M)
     GpW = np.ascontiguousarray(Gs[:, rows, cols].T)
     dv0 = float(np.dot(np.asarray(dL_dpsi0, dtype=np.float64), W.sum(axis=0)))
     return _gradients(dv0, dL_dPsi1, variance, lengthscales, Z, mu, S,
