@@ -1,7 +1,9 @@
 """Cholesky factorisation with the engine's one jitter policy, and solves built on it.
 
 No explicit inverses: inverses that the gradients need (K^-1 in dL/dK) come
-from the Cholesky factor through LAPACK's potri.
+from the Cholesky factor through LAPACK's potri.  The LAPACK calls go through
+:mod:`engine._lapack`, which releases the GIL (scipy's wrappers hold it for the
+whole call, which froze the web server during a big exact model's evaluation).
 
 Jitter (:func:`escalate_jitter`): a matrix is factorised with the jitter its
 owner holds (a model chooses it once per fit: ``JITTER_RELATIVE`` times the
@@ -16,10 +18,9 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from scipy import linalg as sla
-from scipy.linalg import lapack
 
 from ._jit import JIT, STRICT, njit
+from ._lapack import potrf_lower, potri_lower, potrs_lower, trtrs
 from .errors import NumericalError
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class FactorisationError(NumericalError):
 
 def try_cholesky(A: np.ndarray):
     """Lower Cholesky factor of the symmetric (P, P) matrix A, or None if it is not positive definite."""
-    L, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=0)
+    L, info = potrf_lower(A)
     return L if info == 0 else None
 
 
@@ -96,7 +97,7 @@ def _mirror_upper(A):
 
 def chol_inverse(L: np.ndarray) -> np.ndarray:
     """(L L^T)^-1 from its lower Cholesky factor, via LAPACK dpotri (symmetric result)."""
-    Ainv, info = lapack.dpotri(L, lower=1)
+    Ainv, info = potri_lower(L)
     if info != 0:
         raise NumericalError(f"dpotri failed with info={info}.")
     # potri fills the lower triangle of a Fortran-ordered array: the upper one of its C-ordered transpose
@@ -105,14 +106,15 @@ def chol_inverse(L: np.ndarray) -> np.ndarray:
     return At
 
 
-# The solves call LAPACK directly: scipy's wrappers validate their arguments on every call
-# (~30 us each at M = 50, ten solves per bound evaluation); the factors here are the engine's
-# own, finite and square.  The calls are those scipy makes, so the results are the same bits.
+# The solves call LAPACK directly (engine._lapack): scipy's wrappers validate their arguments on
+# every call (~30 us each at M = 50, ten solves per bound evaluation) and hold the GIL throughout;
+# the factors here are the engine's own, finite and square.  The calls are those scipy makes, so
+# the results are the same bits.
 
 
 def chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Solve (L L^T) X = B for X; L (P, P) lower-triangular, B (P,) or (P, K)."""
-    X, info = lapack.dpotrs(L, B, lower=1)
+    X, info = potrs_lower(L, B)
     if info != 0:
         raise NumericalError(f"dpotrs failed with info={info}.")
     return X
@@ -120,10 +122,7 @@ def chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 def tri_solve(L: np.ndarray, B: np.ndarray, trans: bool = False) -> np.ndarray:
     """Solve L X = B (or L^T X = B with ``trans``) for lower-triangular L (P, P); B (P,) or (P, K)."""
-    if L.flags.f_contiguous:
-        X, info = lapack.dtrtrs(L, B, lower=1, trans=1 if trans else 0)
-    else:  # a C-ordered L is the upper-triangular Fortran array L^T: solve the transposed system
-        X, info = lapack.dtrtrs(L.T, B, lower=0, trans=0 if trans else 1)
+    X, info = trtrs(L, B, lower=True, trans=trans)
     if info != 0:
         raise NumericalError(f"dtrtrs failed with info={info} (a zero on the diagonal of the factor).")
     return X
@@ -136,7 +135,7 @@ def logdet_from_chol(L: np.ndarray) -> float:
 
 def lower_inverse(L: np.ndarray) -> np.ndarray:
     """L^-1 of a lower-triangular (M, M) L (for the many products of the batched projection)."""
-    return sla.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
+    return tri_solve(L, np.eye(L.shape[0]))
 
 
 # ---- batched over a leading axis of n rows or n small matrices ----------------------------
