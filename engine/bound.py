@@ -106,7 +106,8 @@ def collapsed_factors(Psi1TY: np.ndarray, Psi2: np.ndarray, Kmm: np.ndarray, bet
     A = _sym(_whiten_both(L, Psi2))
     LB = try_cholesky(np.eye(Kmm.shape[0]) + beta * A)
     if LB is None:
-        raise FactorisationError("I + beta A is not numerically positive definite (Kmm is too ill-conditioned).")
+        raise FactorisationError("I + beta A is not numerically positive definite (Kmm is too ill-conditioned).",
+                                 matrix="matrix I + beta A (the statistic Psi2 whitened by Kmm)")
     V = tri_solve(L, Psi1TY)
     return L, LB, V, tri_solve(LB, V), A
 

@@ -32,7 +32,15 @@ JITTER_LIMIT = 1e-2
 
 
 class FactorisationError(NumericalError):
-    """A matrix could not be factorised at the current jitter (:func:`escalate_jitter` raises it)."""
+    """A matrix could not be factorised at the current jitter (:func:`escalate_jitter` raises it).
+
+    ``matrix`` names the matrix that failed when it is not the one the jitter is added to
+    (e.g. I + beta A of the collapsed bound, which fails when Kmm is ill-conditioned).
+    """
+
+    def __init__(self, message: str, matrix: str | None = None):
+        super().__init__(message)
+        self.matrix = matrix
 
 
 def try_cholesky(A: np.ndarray):
@@ -67,15 +75,18 @@ def escalate_jitter(factorise, jitter: float, scale: float, what: str, owner: st
     while True:
         try:
             return factorise(jitter), jitter
-        except FactorisationError:
+        except FactorisationError as exc:
+            failed = exc.matrix or what
             new = max(10.0 * jitter, JITTER_RELATIVE * scale)
             if new > JITTER_LIMIT * scale:
+                where = "" if failed == what else f" added to the {what}"
                 raise NumericalError(
-                    f"The {what} could not be factorised even with jitter {jitter:.3g} "
+                    f"The {failed} could not be factorised even with jitter {jitter:.3g}{where} "
                     f"({jitter / scale:.1e} of its mean diagonal). Try standardising the data, "
                     "fewer inducing points, or a larger noise variance.") from None
-            logger.warning("%s: factorising the %s failed with jitter %.3g; raising it to %.3g "
-                           "(the objective changes slightly from here on).", owner or "engine", what, jitter, new)
+            logger.warning("%s: factorising the %s failed with jitter %.3g on the %s; raising it to %.3g "
+                           "(the objective changes slightly from here on).", owner or "engine", failed, jitter,
+                           what, new)
             jitter = new
 
 

@@ -38,7 +38,8 @@ def test_a_refused_start_falls_back_to_fewer_inducing_points_and_says_so():
     assert tried == [("pca", 30), ("random", 30), ("random", 15)]
     assert (start.init, start.num_inducing, start.model.num_inducing) == ("random", 15, 15)
     assert np.isfinite(start.objective)
-    assert start.note.startswith("The start asked for could not be evaluated (The inducing-point kernel matrix")
+    assert start.note.startswith("The start asked for could not be evaluated (The matrix I + beta A (the statistic "
+                                 "Psi2 whitened by Kmm) could not be factorised even with jitter")
     assert start.note.endswith("training from a random start instead of pca and M=15 inducing points instead of 30.")
     result = engine.fit(start.model, max_iters=5)  # and the fit itself starts where the fallback did
     assert result.iterations == 5 and result.objective >= start.objective

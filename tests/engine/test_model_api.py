@@ -283,3 +283,32 @@ def test_lengthscales_stay_where_the_psi_statistics_are_accurate():
     free[:] = -50.0  # the far end of the unconstrained space
     model.set_free(free)
     assert np.all(model.lengthscales >= 1e-3)
+
+
+def test_a_factorisation_that_never_succeeds_names_the_matrix_that_failed():
+    from engine.bound import collapsed_factors
+    from engine.linalg import FactorisationError, escalate_jitter
+
+    # Psi2 with a negative eigenvalue (as rounding gives when Kmm is ill-conditioned): Kmm factorises,
+    # I + beta A does not
+    M = 3
+    Kmm = np.eye(M)
+    Psi2 = np.diag([1.0, 1.0, -1e-3])
+    with pytest.raises(FactorisationError) as failed:
+        collapsed_factors(np.ones((M, 2)), Psi2, Kmm, beta=1e4)
+    assert "I + beta A" in failed.value.matrix
+
+    def factorise(jitter):
+        return collapsed_factors(np.ones((M, 2)), Psi2, Kmm + jitter * np.eye(M), beta=1e4)
+
+    with pytest.raises(engine.NumericalError) as final:
+        escalate_jitter(factorise, 0.0, 1.0, "inducing-point kernel matrix Kmm")
+    message = str(final.value)
+    assert message.startswith("The matrix I + beta A") and "added to the inducing-point kernel matrix Kmm" in message
+
+    def kmm_fails(jitter):
+        raise FactorisationError("not positive definite")
+
+    with pytest.raises(engine.NumericalError, match=r"^The inducing-point kernel matrix Kmm could not be factorised "
+                                                     r"even with jitter [0-9.e-]+ \("):
+        escalate_jitter(kmm_fails, 0.0, 1.0, "inducing-point kernel matrix Kmm")
