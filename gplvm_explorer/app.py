@@ -168,9 +168,11 @@ def create_app(lesson=None, **explorer_options):
     return template
 
 
-# Compile the numerical kernels in the background, once per process; the process's memory in few heaps.
+# Compile the numerical kernels in the background, once per process; the process's memory in few heaps;
+# the imported libraries' objects out of the garbage collector's full scans.
 warmup.start()
 memory.limit_arenas()
+memory.freeze_imports()
 
 if __name__.startswith("bokeh_app") or __name__ == "__main__":
     create_app().servable(title=TITLE)

@@ -12,7 +12,11 @@ sessions of a 16 MB upload held 480 MB more than when idle after they closed.
   (no measurable change in a fit's CPU time);
 * `release_soon` (when a session is destroyed): a little later and again later, on a thread,
   a full garbage collection (the page's objects refer to each other) and
-  ``malloc_trim(0)``, which returns the free pages of every heap.
+  ``malloc_trim(0)``, which returns the free pages of every heap;
+* `freeze_imports` (once per process, at start): the ~300,000 objects of the imported
+  libraries go to the collector's permanent generation, so that a full
+  collection, which holds the GIL and so pauses every session, scans only the
+  sessions' objects (0.2 s of pause per collection before, on this app's imports).
 
 Both do nothing where the C library is not glibc.
 """
@@ -26,7 +30,7 @@ import threading
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ARENAS", "limit_arenas", "release", "release_soon"]
+__all__ = ["ARENAS", "freeze_imports", "limit_arenas", "release", "release_soon"]
 
 #: Most malloc arenas (heaps) of the server process.
 ARENAS = 2
@@ -53,6 +57,22 @@ _timer: threading.Timer | None = None
 def limit_arenas(arenas: int = ARENAS) -> bool:
     """At most ``arenas`` malloc heaps in this process from now on; False where that cannot be set."""
     return bool(_LIBC is not None and _LIBC.mallopt(_M_ARENA_MAX, int(arenas)) == 1)
+
+
+_frozen = False
+
+
+def freeze_imports() -> bool:
+    """Move every object alive now to the garbage collector's permanent generation, once per process
+    (later calls do nothing and return False): call it after the imports, before any session."""
+    global _frozen
+    with _lock:
+        if _frozen:
+            return False
+        _frozen = True
+    gc.collect()  # what is garbage already is not frozen
+    gc.freeze()
+    return True
 
 
 def release() -> bool:
