@@ -69,7 +69,7 @@ class UsageError(Exception):
 def build_parser() -> OneLineParser:
     from engine.build import Settings
     from engine.optimize import Convergence
-    from gplvm_explorer.catalog import DEFAULT_MAX_ITERS
+    from gplvm_explorer.catalog import DEFAULT_MAX_ITERS, LIKELIHOODS
     from gplvm_explorer.data import FORMATS
 
     formats = ", ".join(f.upper() for f in FORMATS)
@@ -92,6 +92,9 @@ def build_parser() -> OneLineParser:
                         f"(default {DEFAULT_NUM_INDUCING}, or the number of rows if fewer)")
     p.add_argument("--kernel", default="rbf", choices=KERNELS,
                    help="ARD kernel over the latent space (default rbf; the bayesian model takes rbf or linear)")
+    p.add_argument("--likelihood", default=Settings.likelihood, choices=tuple(LIKELIHOODS),
+                   help="noise model: gaussian (real values, default), bernoulli (binary 0/1 data) or poisson "
+                        "(counts); bernoulli and poisson with --model bayesian or gplvm")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=Settings.bias,
                    help="add a constant (bias) term to the kernel (default: on; --no-bias to leave it out)")
     p.add_argument("--white", action=argparse.BooleanOptionalAction, default=Settings.white,
@@ -213,7 +216,8 @@ def settings_from(args, N: int):
     from engine.build import Settings
 
     return Settings(model=args.model, latent_dim=args.latent_dim, kernel=args.kernel, bias=args.bias,
-                    white=args.white, num_inducing=num_inducing(args, N), init=args.init, seed=args.seed)
+                    white=args.white, num_inducing=num_inducing(args, N), init=args.init, seed=args.seed,
+                    likelihood=args.likelihood)
 
 
 def build_model(args, Y):
@@ -481,6 +485,8 @@ def run(args) -> int:
     if hasattr(model, "num_inducing"):
         what += f", M={model.num_inducing}"
     kernel = args.kernel + (" + bias" if args.bias else "") + (" + white" if args.white else "")
+    if args.likelihood != "gaussian":
+        what += f", {args.likelihood} likelihood"
     until = ", until converged" if args.until_converged else ""
     print(f"Fitting {what}, kernel {kernel}, {args.optimizer}, at most {args.max_iters} iterations{until} "
           "(Ctrl-C stops and saves the best point)", file=err, flush=True)
@@ -560,7 +566,7 @@ def saved_context(args, ds, model, trace: TraceRecorder, iterations: int):
     labels = ds.labels if ds.labels is not None and len(ds.labels) == n else None
     settings = {"model": args.model, "kernel": args.kernel, "latent_dim": int(args.latent_dim),
                 "init": args.init, "optimizer": args.optimizer, "max_iters": int(args.max_iters),
-                "seed": int(args.seed)}
+                "seed": int(args.seed), "likelihood": args.likelihood}
     if hasattr(model, "num_inducing"):
         settings["num_inducing"] = int(model.num_inducing)
     return SavedContext(feature_names=tuple(ds.feature_names), labels=labels,

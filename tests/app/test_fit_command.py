@@ -292,3 +292,39 @@ def test_a_fit_that_fails_before_any_iteration_still_exits_1(data_csv, tmp_path,
     monkeypatch.setattr(engine, "fit", fail)
     code, err = run_fit([data_csv, "-o", tmp_path / "never.npz"], capsys)
     assert code == fit_command.EXIT_FIT_FAILED and "error: the fit failed: The inducing-point" in err, err
+
+
+# ---- non-Gaussian noise models ---------------------------------------------------------------------
+
+def _binary_csv(path: Path) -> Path:
+    rng = np.random.default_rng(4)
+    t = rng.uniform(-2, 2, 60)
+    Y = (np.c_[t, -t, np.sin(3 * t), t**2 - 1] + 0.3 * rng.standard_normal((60, 4)) > 0).astype(float)
+    return write_csv(path, Y)
+
+
+@pytest.mark.parametrize("model, kind", [("bayesian", "NonConjugateBayesianGPLVM"), ("gplvm", "LaplaceGPLVM")])
+def test_binary_data_fit_with_the_bernoulli_likelihood(tmp_path, capsys, model, kind):
+    out = tmp_path / "binary.npz"
+    code, err = run_fit([_binary_csv(tmp_path / "binary.csv"), "--likelihood", "bernoulli", "--model", model,
+                         "--max-iters", "15", "--no-until-converged", "-o", out], capsys)
+    assert code == 0, err
+    assert "bernoulli likelihood" in err
+    loaded = load_model(out)
+    assert type(loaded).__name__ == kind and loaded.likelihood == "bernoulli"
+    assert loaded.objective() == pytest.approx(reported_objective(err), rel=1e-8, abs=0)
+
+
+def test_a_likelihood_the_model_does_not_take_exits_2(tmp_path, capsys):
+    code, err = run_fit([_binary_csv(tmp_path / "binary.csv"), "--likelihood", "poisson", "--model", "sparse",
+                         "-o", tmp_path / "m.npz"], capsys)
+    assert code == fit_command.EXIT_SETTINGS
+    assert "error: impossible setting" in err and "only the Gaussian likelihood" in err
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_real_valued_data_with_the_bernoulli_likelihood_are_refused(data_csv, tmp_path, capsys):
+    code, err = run_fit([data_csv, "--label", "side", "--likelihood", "bernoulli", "-o", tmp_path / "m.npz"], capsys)
+    assert code == fit_command.EXIT_SETTINGS, err
+    assert "0" in err and "1" in err and "Traceback" not in err
+    assert not (tmp_path / "m.npz").exists()
