@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import blas
 
 from .._threads import blas_pinned
 
@@ -72,9 +71,13 @@ class GPLVM(LatentVariableModel):
         N, D = self.Y.shape
         loglik = (-0.5 * N * D * LOG_2PI - 0.5 * D * logdet_from_chol(post.L)
                   - 0.5 * float(np.sum(self.Y * post.alpha)))
-        # dL/dK = 1/2 (alpha alpha^T - D K^-1), written over K^-1 by one in-place GEMM
-        Kinv = chol_inverse(post.L)
-        dL_dK = blas.dgemm(0.5, post.alpha, post.alpha, beta=-0.5 * D, c=Kinv.T, trans_b=1, overwrite_c=1).T
+        # dL/dK = 1/2 (alpha alpha^T - D K^-1), written over K^-1; numpy's product releases the GIL
+        # (scipy's BLAS wrappers hold it: O(N^2 D) work with every other thread of the server waiting)
+        dL_dK = chol_inverse(post.L)
+        dL_dK *= -0.5 * D
+        outer = np.matmul(post.alpha, post.alpha.T)
+        outer *= 0.5
+        dL_dK += outer
         prior, dprior = log_prior(post.X)
         grads, dX = kern.grad_params_and_X(dL_dK, post.X)
         grads["X_mean"] = dX + dprior
