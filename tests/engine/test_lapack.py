@@ -2,15 +2,13 @@
 bit, and let other threads run while they work."""
 from __future__ import annotations
 
-import threading
-import time
 
 import numpy as np
 import pytest
 import scipy.linalg as sla
 from scipy.linalg import lapack
 
-from engine import _lapack
+from engine import _lapack, linalg
 
 
 def _spd(n: int, seed: int = 0) -> np.ndarray:
@@ -74,41 +72,33 @@ def test_the_input_is_not_overwritten():
     np.testing.assert_array_equal(B, 1.0)
 
 
-def _noted_inside(call, repeats: int = 5) -> list[int]:
-    """How many times another thread noted the time in the middle 60% of each of ``repeats`` calls.
-
-    The thread notes the time as fast as it can.  If ``call`` holds the GIL throughout (scipy's
-    wrappers do), it can note only before the call starts or after it ends (by at most a switch
-    interval): 0 in the middle of every call.
-    """
-    noted = []
-    stop = threading.Event()
-
-    def note():
-        while not stop.is_set():
-            noted.append(time.perf_counter())
-
-    noter = threading.Thread(target=note)
-    noter.start()
-    try:
-        calls = []
-        for _ in range(repeats):
-            began = time.perf_counter()
-            call()
-            calls.append((began, time.perf_counter()))
-    finally:
-        stop.set()
-        noter.join()
-    times = np.array(noted)
-    return [int(np.sum((times > a + 0.2 * (b - a)) & (times < b - 0.2 * (b - a)))) for a, b in calls]
+def test_every_routine_runs_in_compiled_code_that_releases_the_gil():
+    # Whether another thread runs during a call depends on the scheduler (a timing test would be
+    # flaky under load; benchmarks/bench_liveness.py measures it): what is checked here is the
+    # mechanism, each LAPACK call made from a function compiled with nogil.
+    compiled = [_lapack._potrf_lower, _lapack._potri_lower, _lapack._potrs_lower, _lapack._trtrs,
+                _lapack._fortran_copy]
+    for fn in compiled:
+        assert fn.targetoptions.get("nogil") is True, fn
 
 
-def test_other_threads_run_while_lapack_works():
-    K = _spd(1500)
-    L, _ = _lapack.potrf_lower(K)
-    B = np.random.default_rng(2).normal(size=(1500, 1500))
-    _lapack.trtrs(L[:2, :2], B[:2])  # compiled before the measurement
-    assert max(_noted_inside(lambda: _lapack.potrf_lower(K))) > 0
-    assert max(_noted_inside(lambda: _lapack.trtrs(L, B))) > 0
-    # the measurement sees a call that holds the GIL
-    assert max(_noted_inside(lambda: lapack.dpotrf(K, lower=1), repeats=2)) == 0
+@pytest.mark.parametrize("call, routine", [
+    (lambda L, B: linalg.try_cholesky(L @ L.T), "potrf_lower"),
+    (lambda L, B: linalg.chol_inverse(L), "potri_lower"),
+    (lambda L, B: linalg.chol_solve(L, B), "potrs_lower"),
+    (lambda L, B: linalg.tri_solve(L, B), "trtrs"),
+    (lambda L, B: linalg.tri_solve(L, B, trans=True), "trtrs"),
+    (lambda L, B: linalg.lower_inverse(L), "trtrs"),
+])
+def test_the_engines_factorisations_and_solves_go_through_it(monkeypatch, call, routine):
+    seen = []
+    original = getattr(linalg, routine)
+
+    def spy(*args, **kwargs):
+        seen.append(routine)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(linalg, routine, spy)
+    L, _ = _lapack.potrf_lower(_spd(6))
+    call(L, np.ones((6, 2)))
+    assert seen == [routine]
