@@ -31,6 +31,7 @@ from .state.geodesic import GeodesicWalk
 from .state.latent import LatentSlice
 from .state.model_inputs import ModelInputs
 from .state.multiview import MultiView
+from .state.restarts import Restarts
 from .state.runs import RunsTable
 from .state.settings import ModelSettings
 from .state.training import Status, TrainingRun
@@ -77,6 +78,7 @@ class Explorer(param.Parameterized):
         self.training.param.watch(self._on_status, ["status"])
         self.training.param.watch(self._on_result, ["result"])
         self.runs.connect(self)
+        self.restarts = Restarts(self)  # "best of K": K seeds trained one after the other, each a row
         self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
         # the page timed a prepared start: estimates and the big-data proposal follow the measurement
         self.training.param.watch(lambda e: self.settings.set_timing(e.new), ["timing"])

@@ -249,6 +249,15 @@ class RunsTable(param.Parameterized):
     def record(self, number: int) -> RunRecord | None:
         return next((r for r in self._records if r.number == number), None)
 
+    def latest(self) -> RunRecord | None:
+        """The run that ended last (None: no run kept)."""
+        return self._records[-1] if self._records else None
+
+    @property
+    def last_number(self) -> int:
+        """The number the last run added got (0: none yet); the next run gets the one after."""
+        return self._count
+
     def csv(self) -> bytes:
         """The table as CSV (every column, headers as shown, UTF-8)."""
         frame = self.table.rename(columns=dict(COLUMNS))
@@ -285,6 +294,13 @@ class RunsTable(param.Parameterized):
         threading.Thread(target=self._score, args=(record, needs_pca, model, test), name="gplvm-runs",
                          daemon=True).start()
         return record
+
+    def mark_best(self, number: int, of: int) -> None:
+        """Say in run ``number``'s status that it was the best of ``of`` restarts."""
+        record = self.record(number)
+        if record is not None:
+            record.cells["status"] = f"{record.cells['status']}, best of {of}"
+            self.table = self._frame()
 
     def _forget_unused_pca(self) -> None:
         """A PCA row goes with the last run of its data set."""

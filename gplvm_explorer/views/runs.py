@@ -21,7 +21,10 @@ HELP = (
     "ARD relevance above 5% of the largest. **1-NN errors**: leave-one-out nearest-neighbour label "
     "errors among the latent means, in the map's two most relevant dimensions and in all of them "
     "(data with categorical labels). Click a run's row to show it again without training. "
-    "The table keeps the last 20 runs of this page."
+    "The table keeps the last 20 runs of this page. **Best of K restarts** trains the model card's "
+    "settings with K seeds (the card's seed, the next one, ...), one after the other: every restart is a "
+    "row, and when the last one ends the run with the highest bound is shown again and marked "
+    "'best of K'. Stop ends the current restart and cancels the rest."
 )
 
 HELD_OUT_HELP = (
@@ -71,10 +74,21 @@ class RunsView(pn.viewable.Viewer):
         self.csv = pn.widgets.FileDownload(callback=self._csv, filename="runs.csv", label="Runs table (CSV)",
                                            **OUTLINE, color="primary", width=200, margin=(4, 5))
         self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
+        restarts = self.explorer.restarts
+        self.restart_count = pn.widgets.IntInput.from_param(restarts.param.count, name="Restarts K", width=90, margin=(4, 5))
+        self.restart_btn = pn.widgets.Button(label="Best of K restarts", **OUTLINE, color="primary", width=170,
+                                             margin=(4, 5))
+        self.restart_btn.on_click(lambda event: self.explorer.restarts.start())
+        self.restart_text = pn.pane.HTML("", styles={"font-size": "13px"}, margin=(0, 10), visible=False,
+                                         sizing_mode="stretch_width")
         runs.param.watch(self._on_table, ["table"])
         runs.param.watch(self._on_note, ["note"])
+        runs.param.watch(self._on_restored, ["restored"])
+        restarts.param.watch(self._on_restarts, ["active", "message"])
+        self.explorer.training.param.watch(self._on_restarts, ["status"])
         self._on_table()
         self._on_note()
+        self._on_restarts()
 
     def _on_table(self, *events):
         frame = self.explorer.runs.table
@@ -85,6 +99,19 @@ class RunsView(pn.viewable.Viewer):
         text = self.explorer.runs.note
         self.note.object = escape(text, None) if text else ""
         self.note.visible = bool(text)
+
+    def _on_restored(self, *events):
+        """The run on show again (a click, or the best of K restarts) is the table's selected row."""
+        number = self.explorer.runs.restored
+        index = next((i for i, r in enumerate(self.explorer.runs.records) if not r.is_pca and r.number == number), None)
+        self.table.selection = [] if index is None else [index]
+
+    def _on_restarts(self, *events):
+        restarts = self.explorer.restarts
+        self.restart_btn.disabled = restarts.active or self.explorer.training.active
+        self.restart_count.disabled = restarts.active
+        self.restart_text.object = escape(restarts.message, None)
+        self.restart_text.visible = bool(restarts.message)
 
     def _on_click(self, event):
         runs = self.explorer.runs
@@ -108,7 +135,8 @@ class RunsView(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             title_with_help("Runs", HELP + HELD_OUT_HELP),
-            self.table, pn.Row(self.csv), self.note,
+            self.table, pn.Row(self.csv, pn.Spacer(width=20), self.restart_btn, self.restart_count),
+            self.restart_text, self.note,
             sizing_mode="stretch_width", styles=PANEL_STYLES,
         )
 

@@ -96,3 +96,35 @@ def test_three_runs_make_three_rows_and_pca_and_a_click_shows_the_first_again(se
 
     assert list(frame.columns) == [h for _, h in COLUMNS]
     assert frame["Q"].tolist() == [2, 2, 3, 4] and len(frame) == 4
+
+
+@pytest.mark.timeout(600)
+def test_best_of_three_restarts_makes_three_rows_and_shows_the_best_bound_again(served_app, page, artifacts):
+    open_page(page, served_app)
+    page.get_by_label(DATA_SET).select_option(label="Three-phase flow (synthetic, 12-D)")
+    wait_text(page, "three-phase-flow")
+    page.get_by_label("Model", exact=True).select_option(label="Bayesian GP-LVM")
+    page.get_by_label("Initialisation", exact=True).select_option(label="Random")
+    fill_numbers(page, {"Iterations": 10, "Restarts K": 3})
+    try:
+        page.get_by_role("button", name="Best of K restarts").click()
+        wait_text(page, "Best of 3 restarts", timeout=300_000)
+        table = wait_js(page, "() => { const t = __gk.table('runs_bound_per_row'); return t && t.runs_run.length === 4 "
+                              "&& t.runs_status.some(s => s && s.endsWith('best of 3')) ? t : null; }", timeout=60)
+        assert table, page.evaluate("() => __gk.table('runs_bound_per_row')")
+        table = {key[len("runs_"):]: value for key, value in table.items() if key.startswith("runs_")}
+        assert table["model"] == ["PCA"] + ["Bayesian GP-LVM"] * 3 and table["run"] == [0, 1, 2, 3]
+        seeds = table["seed"][1:]
+        assert seeds == [seeds[0], seeds[0] + 1, seeds[0] + 2]
+        bounds = table["bound_per_row"][1:]
+        best = bounds.index(max(bounds))
+        assert [s.endswith("best of 3") for s in table["status"][1:]] == [i == best for i in range(3)]
+        # the best run is the one on show: its row's number in the status line, its bound in the objective
+        wait_text(page, f"Run {best + 1} shown again from the runs table")
+        selected = page.locator(".gx-runs-table .tabulator-row.tabulator-selected")
+        assert poll(lambda: selected.count() == 1 and selected.first.locator(".tabulator-cell").first.inner_text()
+                    == str(best + 1), timeout=30), "the best run's row is not the selected one"
+        page.screenshot(path=str(artifacts / "runs_restarts.png"), full_page=True)
+    except Exception:
+        page.screenshot(path=str(artifacts / "runs_restarts_failed.png"), full_page=True)
+        raise
