@@ -39,6 +39,7 @@ from gplvm_explorer.views.geodesic import GeodesicView
 from gplvm_explorer.views.lesson import LessonButton, LessonCard, LessonLayout
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.pca_beside import PCABesideView
+from gplvm_explorer.views.run_pair import RunPairView
 from gplvm_explorer.views.runs import HeldOutChoice, RunsView
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
@@ -90,6 +91,7 @@ def create_app(lesson=None, **explorer_options):
     model builder)."""
     from gplvm_explorer.state.lesson import Lesson
     from gplvm_explorer.state.pca_beside import PCABeside
+    from gplvm_explorer.state.run_pair import RunPair
 
     doc = _served_doc()
     ex = Explorer(doc=doc, **explorer_options)
@@ -135,6 +137,7 @@ def create_app(lesson=None, **explorer_options):
         part("deep", DeepLayersView(explorer=ex)),  # ... panel="deep"
         part("objective", ObjectivePlot(explorer=ex)),
         part("runs", RunsView(explorer=ex)),  # every finished or stopped run: compare, show again, export
+        RunPairView(explorer=ex, pair=RunPair(ex.runs)),  # two runs' maps side by side, linked row by row
         part("imputation", ImputationView(explorer=ex)),
         part("export", ExportPanel(explorer=ex)),
     ]

@@ -75,7 +75,7 @@ class RunsView(pn.viewable.Viewer):
                                            **OUTLINE, color="primary", width=200, margin=(4, 5))
         self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         restarts = self.explorer.restarts
-        self.restart_count = pn.widgets.IntInput.from_param(restarts.param.count, name="Restarts K", width=90, margin=(4, 5))
+        self.restart_count = pn.widgets.IntInput.from_param(restarts.param.count, label="Restarts K", width=90, margin=(4, 5))
         self.restart_btn = pn.widgets.Button(label="Best of K restarts", **OUTLINE, color="primary", width=170,
                                              margin=(4, 5))
         self.restart_btn.on_click(lambda event: self.explorer.restarts.start())
