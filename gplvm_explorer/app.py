@@ -40,7 +40,7 @@ from gplvm_explorer.views.lesson import LessonButton, LessonCard, LessonLayout
 from gplvm_explorer.views.model_inputs import ModelInputsPanel
 from gplvm_explorer.views.pca_beside import PCABesideView
 from gplvm_explorer.views.run_pair import RunPairView
-from gplvm_explorer.views.runs import HeldOutChoice, RunsView
+from gplvm_explorer.views.runs import HeldOutChoice, RunsView, keep_runs_across_reloads
 from gplvm_explorer.views.svi import MinibatchPanel
 from gplvm_explorer.views.views_mrd import MultiViewView
 
@@ -95,6 +95,7 @@ def create_app(lesson=None, **explorer_options):
 
     doc = _served_doc()
     ex = Explorer(doc=doc, **explorer_options)
+    keep_runs_across_reloads(ex.runs, doc)  # this browser's runs from before a reload, and kept for the next
     ex.pca = PCABeside(ex)  # the PCA map of the same data, beside the model's (a toggle; lesson steps show it)
     ex.lesson = Lesson(ex, plan=lesson, pca=ex.pca, shown=lesson is not None)
     parts = LessonLayout(ex.lesson)  # the step's views outlined; presenter view shows the essential ones

@@ -79,6 +79,7 @@ class RunRecord:
     state: tuple | None = None  # (unconstrained vector (P,), jitter, fixed names) of the model
     trace: tuple | None = None  # (iterations (k,), objectives (k,)) of the objective curve
     source: object = None  # the loaded data set the run was trained from (the page's, before any held-out split)
+    pca_key: int = 0  # the key of its data set's PCA row (RunsTable._pca)
 
     @property
     def is_pca(self) -> bool:
@@ -238,6 +239,8 @@ class RunsTable(param.Parameterized):
         self._lock = threading.Lock()
         self._updates: list = []  # (record, cells) computed on threads, applied on the page thread
         self._explorer = None
+        self._store = None  # (RunStore, token): where this browser's runs outlive the page (keep_in)
+        self._unkept: set[int] = set()  # runs the store does not keep (said once)
         self.table = self._frame()
 
     # ---- reading ----------------------------------------------------------------------
@@ -284,10 +287,11 @@ class RunsTable(param.Parameterized):
             self.note = (f"Run {', '.join(map(str, dropped))} dropped: the table keeps the last {self.cap} runs "
                          "(save a model to keep it).")
         ds = result.dataset
-        needs_pca = ds is not None and id(ds) not in self._pca and getattr(ds, "values", None) is not None
+        record.pca_key = self._pca_key(ds)
+        needs_pca = ds is not None and record.pca_key not in self._pca and getattr(ds, "values", None) is not None
         if needs_pca:
-            self._pca[id(ds)] = RunRecord(0, {**{k: None for k, _ in COLUMNS}, "data": ds.name, "model": "PCA"},
-                                          source=ds)
+            self._pca[record.pca_key] = RunRecord(0, {**{k: None for k, _ in COLUMNS}, "data": ds.name,
+                                                      "model": "PCA"}, source=ds)
         self._forget_unused_pca()
         self.table = self._frame()
         test = self._held_out_rows(ds)
@@ -302,9 +306,20 @@ class RunsTable(param.Parameterized):
             record.cells["status"] = f"{record.cells['status']}, best of {of}"
             self.table = self._frame()
 
+    def _pca_key(self, dataset) -> int:
+        """The key of ``dataset``'s PCA row: that of a PCA row of the same rows if there is one (the same
+        data loaded again, e.g. by the page after a reload), else ``id(dataset)``."""
+        from .run_pair import same_rows
+
+        for key, pca in self._pca.items():
+            ds = pca.source
+            if ds is dataset or (getattr(ds, "name", None) == getattr(dataset, "name", None) and same_rows(ds, dataset)):
+                return key
+        return id(dataset)
+
     def _forget_unused_pca(self) -> None:
         """A PCA row goes with the last run of its data set."""
-        used = {id(r.result.dataset) for r in self._records}
+        used = {r.pca_key for r in self._records}
         for key in [k for k in self._pca if k not in used]:
             del self._pca[key]
 
@@ -317,7 +332,7 @@ class RunsTable(param.Parameterized):
         try:
             if with_pca:
                 pca = pca_record(record.result.dataset, test)
-                updates.append((id(record.result.dataset), pca.cells))
+                updates.append((record.pca_key, pca.cells))
             updates.append((record, run_scores(record.result)))
             if test is not None and model is not None:
                 updates.append((record, held_out_scores(model, test)))
@@ -412,6 +427,34 @@ class RunsTable(param.Parameterized):
             ex.result_source = record.source
             self.restored = record.number
             self.note = ""
+
+    # ---- across page reloads ---------------------------------------------------------------
+    def keep_in(self, store, token: str) -> int:
+        """Start from the runs ``store`` keeps for ``token`` (this browser's earlier pages) and keep this
+        table's runs there from now on; returns how many runs came back."""
+        saved = store.get(token)
+        back = 0
+        if saved is not None and not self._records and saved.records:
+            self._records, self._pca = list(saved.records[-self.cap:]), dict(saved.pca)
+            self._count = max(self._count, saved.last_number)
+            self._forget_unused_pca()
+            back = len(self._records)
+            self.note = (f"{back} run{'s' if back != 1 else ''} of this browser kept from before the page was "
+                         "loaded again; click one to show it.")
+            self.table = self._frame()
+        self._store = (store, token)
+        self.param.watch(self._save, ["table"])
+        self._save()
+        return back
+
+    def _save(self, *events) -> None:
+        store, token = self._store
+        store.put(token, self._records, self._pca, self._count)
+        unkept = [r.number for r in self._records if r.number not in self._unkept and not store.keeps(r)]
+        if unkept:
+            self._unkept.update(unkept)
+            self.note = (f"Run {', '.join(map(str, unkept))} will not be kept if the page is loaded again: its "
+                         f"data are over {store.max_data_bytes // 2**20} MB (save the model to keep it).")
 
     def clear(self) -> None:
         self._records, self._pca = [], {}

@@ -141,6 +141,30 @@ class RunsView(pn.viewable.Viewer):
         )
 
 
+def keep_runs_across_reloads(runs, doc, store=None) -> str | None:
+    """Give the served page ``doc`` its browser's runs from before a reload and keep its runs for the next
+    page (:meth:`RunsTable.keep_in`).  The browser's token comes from its cookie; without a valid one the
+    page makes a token and sets the cookie once it has loaded.  Returns the token (None: not served)."""
+    from bokeh.models import CustomJS
+
+    from ..state.run_store import COOKIE, COOKIE_MAX_AGE, default_store, new_token, valid_token
+
+    context = getattr(doc, "session_context", None) if doc is not None else None
+    if context is None:
+        return None
+    request = getattr(context, "request", None)
+    token = (getattr(request, "cookies", None) or {}).get(COOKIE)
+    if not valid_token(token):
+        token = new_token()
+        cookie = f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE}; SameSite=Strict"
+        doc.js_on_event("document_ready", CustomJS(args={"cookie": cookie}, code="document.cookie = cookie;"))
+    try:
+        runs.keep_in(store if store is not None else default_store(), token)
+    except Exception:  # noqa: BLE001 - the page works without it: a reload starts an empty table
+        logger.exception("Could not keep the runs table across reloads")
+    return token
+
+
 class HeldOutChoice(pn.viewable.Viewer):
     """The Data card's "hold out 10% of rows" checkbox and its seed."""
 
