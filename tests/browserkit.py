@@ -330,6 +330,19 @@ def open_page(page, url: str, sample: str | None = None, model: str | None = Non
         page.get_by_label("Model", exact=True).select_option(label=model)
 
 
+SET_SLIDER = """([title, value]) => {
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    if (m.title === title && m.value !== undefined) { m.value = value; return true; }
+  }
+  return false;
+}"""
+
+
+def set_slider(page, title: str, value) -> bool:
+    """Set the slider titled ``title`` to ``value`` as a drag would (False: no such slider)."""
+    return bool(page.evaluate(SET_SLIDER, [title, value]))
+
+
 def fill_numbers(page, values: dict) -> None:
     """Type each ``{label: value}`` into its box and commit it with Enter."""
     for label, value in values.items():

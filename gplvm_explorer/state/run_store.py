@@ -99,8 +99,8 @@ def nbytes(arrays) -> int:
 class RunStore:
     """Process-wide, thread-safe: token -> the runs table of that browser (SavedRuns), bounded."""
 
-    def __init__(self, max_browsers: int = 64, ttl: float = 3600.0, max_bytes: int = 256 * 2**20,
-                 max_data_bytes: int = 8 * 2**20, clock=time.monotonic):
+    def __init__(self, max_browsers: int = 64, ttl: float = 3600.0, max_bytes: int = 64 * 2**20,
+                 max_data_bytes: int = 4 * 2**20, clock=time.monotonic):
         self.max_browsers = int(max_browsers)
         self.ttl = float(ttl)
         self.max_bytes = int(max_bytes)

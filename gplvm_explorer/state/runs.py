@@ -26,6 +26,7 @@ import pandas as pd
 import param
 
 from ..catalog import KERNELS
+from .run_pair import same_rows
 
 logger = logging.getLogger(__name__)
 
@@ -309,11 +310,10 @@ class RunsTable(param.Parameterized):
     def _pca_key(self, dataset) -> int:
         """The key of ``dataset``'s PCA row: that of a PCA row of the same rows if there is one (the same
         data loaded again, e.g. by the page after a reload), else ``id(dataset)``."""
-        from .run_pair import same_rows
-
         for key, pca in self._pca.items():
             ds = pca.source
-            if ds is dataset or (getattr(ds, "name", None) == getattr(dataset, "name", None) and same_rows(ds, dataset)):
+            same_name = getattr(ds, "name", None) == getattr(dataset, "name", None)
+            if ds is dataset or (same_name and same_rows(ds, dataset)):
                 return key
         return id(dataset)
 

@@ -21,7 +21,8 @@ HELP = (
     "ARD relevance above 5% of the largest. **1-NN errors**: leave-one-out nearest-neighbour label "
     "errors among the latent means, in the map's two most relevant dimensions and in all of them "
     "(data with categorical labels). Click a run's row to show it again without training. "
-    "The table keeps the last 20 runs of this page. **Best of K restarts** trains the model card's "
+    "The table keeps the last 20 runs of this page; a reload of the page in this browser within an hour "
+    "brings them back (runs of data over 4 MB excepted). **Best of K restarts** trains the model card's "
     "settings with K seeds (the card's seed, the next one, ...), one after the other: every restart is a "
     "row, and when the last one ends the run with the highest bound is shown again and marked "
     "'best of K'. Stop ends the current restart and cancels the rest."
@@ -75,7 +76,8 @@ class RunsView(pn.viewable.Viewer):
                                            **OUTLINE, color="primary", width=200, margin=(4, 5))
         self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         restarts = self.explorer.restarts
-        self.restart_count = pn.widgets.IntInput.from_param(restarts.param.count, label="Restarts K", width=90, margin=(4, 5))
+        self.restart_count = pn.widgets.IntInput.from_param(restarts.param.count, label="Restarts K", width=90,
+                                                            margin=(4, 5))
         self.restart_btn = pn.widgets.Button(label="Best of K restarts", **OUTLINE, color="primary", width=170,
                                              margin=(4, 5))
         self.restart_btn.on_click(lambda event: self.explorer.restarts.start())

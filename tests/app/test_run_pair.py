@@ -7,16 +7,15 @@ import pytest
 from engine.metrics import most_relevant_dims
 from gplvm_explorer.state.run_pair import RunPair
 
+from .test_runs import train_to_end as train
+
 pytestmark = pytest.mark.timeout(300)
 
 
 def train_to_end(ex, pump, **settings):
-    for key, value in settings.items():
-        setattr(ex.settings, key, value)
-    assert ex.train(), ex.training.message
-    assert pump(ex, lambda: ex.training.status in ("finished", "stopped"), timeout=240), ex.training.status
-    ex.dispatcher.flush()
-    return ex.training.result
+    result = train(ex, pump, **settings)
+    ex.dispatcher.flush()  # the runs table's row, and the pair's choices, follow the status
+    return result
 
 
 def test_two_runs_of_the_same_rows_pair_row_by_row_in_their_most_relevant_dims(make_explorer, pump):

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from browserkit import DATA_SET, fill_numbers, open_page, poll, train_to_end, wait_js, wait_text
+from browserkit import DATA_SET, fill_numbers, open_page, poll, set_slider, train_to_end, wait_js, wait_text
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
-
-SET_SLIDER = """([title, value]) => {
-  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-    if (m.title === title && m.value !== undefined) { m.value = value; return true; }
-  }
-  return false;
-}"""
 
 # the left map's page box and the page pixel of a data point (x, y) in it
 PIXEL = """([side, x, y]) => {
@@ -57,7 +50,7 @@ def test_two_runs_side_by_side_share_their_selection(served_app, page, artifacts
     try:
         for model, Q in (("Bayesian GP-LVM", 2), ("GP-LVM (exact)", 3)):
             page.get_by_label("Model", exact=True).select_option(label=model)
-            assert page.evaluate(SET_SLIDER, ["Latent dimensions Q", Q])
+            assert set_slider(page, "Latent dimensions Q", Q)
             train_to_end(page)
         page.locator("div.bk-Checkbox").filter(has_text="Show two runs side by side").locator(
             "input[type=checkbox]").check()

@@ -8,19 +8,12 @@ import io
 import pandas as pd
 import pytest
 
-from browserkit import DATA_SET, fill_numbers, open_page, poll, train_to_end, wait_js, wait_text
+from browserkit import DATA_SET, fill_numbers, open_page, poll, set_slider, train_to_end, wait_js, wait_text
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
-
-SET_SLIDER = """([title, value]) => {
-  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-    if (m.title === title && m.value !== undefined) { m.value = value; return true; }
-  }
-  return false;
-}"""
 
 # the latent map's shading image as the page holds it: its size and a checksum of its finite values
 SHADING = """() => {
@@ -64,7 +57,7 @@ def test_three_runs_make_three_rows_and_pca_and_a_click_shows_the_first_again(se
         for model, kernel, Q in RUNS:
             page.get_by_label("Model", exact=True).select_option(label=model)
             page.get_by_label("Kernel", exact=True).select_option(label=kernel)
-            assert page.evaluate(SET_SLIDER, ["Latent dimensions Q", Q])
+            assert set_slider(page, "Latent dimensions Q", Q)
             train_to_end(page)
             if shading is None:
                 shading = settled_shading(page)

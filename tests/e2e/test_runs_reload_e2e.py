@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from browserkit import DATA_SET, fill_numbers, open_page, train_to_end, wait_js, wait_text
+from browserkit import DATA_SET, fill_numbers, open_page, set_slider, train_to_end, wait_js, wait_text
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-SET_SLIDER = """([title, value]) => {
-  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
-    if (m.title === title && m.value !== undefined) { m.value = value; return true; }
-  }
-  return false;
-}"""
 TABLE = "() => __gk.table('runs_bound_per_row')"
 FULL_TABLE = ("() => { const t = __gk.table('runs_bound_per_row'); return t && t.runs_run.length === 3 "
               "&& t.runs_nn_errors_all.every(v => v !== null) ? t : null; }")
@@ -34,7 +28,7 @@ def test_the_runs_table_survives_a_reload_and_another_browser_does_not_see_it(se
     other = None
     try:
         train_to_end(page)
-        assert page.evaluate(SET_SLIDER, ["Latent dimensions Q", 3])
+        assert set_slider(page, "Latent dimensions Q", 3)
         train_to_end(page)
         before = wait_js(page, FULL_TABLE, timeout=60)
         assert before, page.evaluate(TABLE)
