@@ -79,6 +79,15 @@ class Dataset:
                   when a group's columns are an image; else None. Groups
                   refer to columns by name, so dropped columns simply leave
                   them (see `groups_present`).
+    source_path   the file on the server's disk that ``values`` were read from
+                  as they stand in it (same rows, columns and numbers: loaded
+                  from a path, not standardised, filled in, subsampled or
+                  trimmed), else None. Recorded at load; `replace` with other
+                  values drops it. A minibatch model may then read the file
+                  itself, memory-mapped (`data.mapped`): ``values`` is then
+                  that read-only ``np.memmap`` (in the file's dtype), kept
+                  as it is rather than copied into memory (its numbers were
+                  checked when the file was read; only its shape is checked).
     """
 
     values: np.ndarray
@@ -94,9 +103,16 @@ class Dataset:
     imputed: np.ndarray | None = None
     column_groups: tuple | None = None
     file_columns: int | None = None
+    source_path: str | None = None
 
     def __post_init__(self):
         values = self.values
+        if isinstance(values, np.memmap) and not values.flags.writeable and self.source_path is not None:
+            # the file itself, mapped read-only (data.mapped): its numbers were checked when it was
+            # read; a scan here would read the whole file at every Train click
+            self._check_shape(values)
+            self._check_metadata(values.shape)
+            return
         if np.ma.isMaskedArray(values):
             mask = np.ma.getmaskarray(values)
             values = np.asarray(np.ma.getdata(values))
@@ -106,11 +122,28 @@ class Dataset:
                 values = values.astype(np.float64, copy=True)
                 values[mask] = np.nan
         values = np.asarray(values)
+        self._check_shape(values)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        self._check_values(values)
+        object.__setattr__(self, "values", values)
+        self._check_metadata(values.shape)
+
+    @staticmethod
+    def _check_values(values) -> None:
+        if np.isinf(values).any():
+            raise DataError(
+                "Values must be finite: found infinite entries. Replace them with finite "
+                "numbers, or with NaN to mark them as missing."
+            )
+        if np.isnan(values).all():
+            raise DataError("Every value is missing (NaN); there are no numbers to model.")
+
+    @staticmethod
+    def _check_shape(values) -> None:
         if values.dtype.hasobject or values.dtype.kind not in "biuf":
             raise DataError(f"Expected numeric values, got dtype {values.dtype} instead.")
         if values.ndim != 2:
             raise DataError(f"Expected a 2-D (N, D) array, got shape {values.shape} instead.")
-        values = np.ascontiguousarray(values, dtype=np.float64)
         n, d = values.shape
         if n < MIN_ROWS:
             raise DataError(
@@ -122,14 +155,9 @@ class Dataset:
                 f"Need at least {MIN_COLS} numeric columns (features), got {d}. "
                 "A latent variable model reduces several features; a single column has nothing to reduce."
             )
-        if np.isinf(values).any():
-            raise DataError(
-                "Values must be finite: found infinite entries. Replace them with finite "
-                "numbers, or with NaN to mark them as missing."
-            )
-        if np.isnan(values).all():
-            raise DataError("Every value is missing (NaN); there are no numbers to model.")
-        object.__setattr__(self, "values", values)
+
+    def _check_metadata(self, shape) -> None:
+        n, d = shape
         object.__setattr__(self, "labels", normalize_labels(self.labels, n))
         names = self.feature_names
         if names is None:
@@ -252,6 +280,9 @@ class Dataset:
         return Y
 
     def replace(self, **changes) -> "Dataset":
+        """A copy with ``changes``; new ``values`` are no longer the file's (``source_path`` goes)."""
+        if "values" in changes and changes["values"] is not self.values:
+            changes.setdefault("source_path", None)
         return dataclasses.replace(self, **changes)
 
     def copy(self) -> "Dataset":

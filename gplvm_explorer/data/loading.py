@@ -172,6 +172,7 @@ def load_file(
         name=name,
         description=f"Loaded from {quote(name, 120)} ({fmt.upper()})",
         detect_images=image_shape is not False,
+        source_path=str(source) if isinstance(source, (str, os.PathLike)) else None,
     )
     return prepare(
         dataset,

@@ -76,7 +76,8 @@ def _names(names: list[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = True) -> Dataset:
+def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = True,
+           source_path: str | None = None) -> Dataset:
     """Validate a parsed table and build the `Dataset` (see module doc).
 
     Missing entries stay NaN in the Dataset and are reported per column;
@@ -84,6 +85,8 @@ def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = 
     Columns named after the pixels of images (`images.image_shape_from_names`)
     make the rows images, their columns put row by row, unless the table has
     an image shape already or ``detect_images`` is False.
+    ``source_path`` (the file the table was read from) is recorded as the
+    Dataset's when its values are the table as read (nothing dropped or reordered).
     """
     values = np.asarray(raw.values, dtype=np.float64)
     names = list(raw.feature_names)
@@ -123,6 +126,7 @@ def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = 
         keep = ~missing.all(axis=0)
         values, missing = values[:, keep], missing[:, keep]
         names = [s for s, k in zip(names, keep) if k]
+        source_path = None
         warnings.append(f"Dropped {len(dropped)} column(s) with no values: {_names(dropped)}")
         if image_shape is not None:
             image_shape = None
@@ -133,11 +137,13 @@ def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = 
             image_shape, order = found
             values, missing = values[:, order], missing[:, order]
             names = [names[j] for j in order]
+            source_path = None
     empty_rows = missing.all(axis=1)
     if empty_rows.any():
         n_empty = int(empty_rows.sum())
         first = int(np.nonzero(empty_rows)[0][0]) + 1
         values, missing = values[~empty_rows], missing[~empty_rows]
+        source_path = None
         if labels is not None:
             labels = np.asarray(labels)[~empty_rows]
         warnings.append(
@@ -166,4 +172,5 @@ def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = 
         label_name=raw.label_name,
         column_groups=raw.column_groups,
         file_columns=values.shape[1],
+        source_path=source_path,
     )

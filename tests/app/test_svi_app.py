@@ -210,6 +210,27 @@ def test_a_changed_dataset_is_not_mapped(npy_on_command_line):
     assert map_npy(npy_on_command_line.with_suffix(".missing.npy")) is None
 
 
+def test_the_file_a_dataset_was_read_from_is_recorded_at_load(tmp_path):
+    from gplvm_explorer.data import load_file
+
+    path = tmp_path / "plain.npy"
+    np.save(path, _blobs(50, 4))
+    ds = load_file(path)
+    assert ds.source_path == str(path)
+    # changed values are no longer the file's: standardised, subsampled, rows dropped, from bytes
+    assert load_file(path, standardize=True).source_path is None
+    assert load_file(path, max_rows=20).source_path is None
+    assert ds.replace(values=ds.values[:30]).source_path is None
+    assert ds.replace(name="other").source_path == str(path)
+    assert load_file(path.read_bytes(), "plain.npy").source_path is None
+    # the mapped copy keeps the file as it is (no copy into memory) and a file whose shape changed is not mapped
+    mapped = training_dataset(ds, spec("svi"))
+    assert isinstance(mapped.values, np.memmap) and mapped.source_path == str(path)
+    np.testing.assert_array_equal(np.asarray(mapped.values), ds.values)
+    np.save(path, _blobs(60, 4))
+    assert training_dataset(ds, spec("svi")) is ds
+
+
 # ---- epochs ----------------------------------------------------------------------------------------------
 def test_svi_training_in_the_worker_reports_epochs():
     Y = _blobs(1000, 5)
