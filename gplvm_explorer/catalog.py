@@ -72,6 +72,13 @@ _BYTES = 8  # float64
 DEFAULT_MAX_ITERS = 5000
 
 
+#: Field metadata of a `ModelConfig` entry that is an extra input of a model (ModelSpec.inputs), not a
+#: setting of the model card (state.settings.ModelSettings has one parameter per other field).
+INPUT = {"input": True}
+#: The fields that say how long a run goes on: they leave the model and its start alone (`ModelConfig.model_key`).
+RUN_LENGTH = ("max_iters", "until_converged")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Everything needed to build and fit one model (plain values only)."""
@@ -87,12 +94,13 @@ class ModelConfig:
     max_iters: int = DEFAULT_MAX_ITERS  # the cap: the run ends sooner once converged (until_converged)
     seed: int = 0
     until_converged: bool = True  # end when the bound has converged (engine.Convergence); else run max_iters
-    # extra inputs of the models that need them (ModelSpec.inputs); plain values
-    times: tuple | None = None  # "time": one time per row (None: row order 0, 1, 2, ...)
-    time_name: str = ""  # where the times came from, for describe()
-    view_sizes: tuple | None = None  # "views": columns per view, the data's columns in view order
-    view_names: tuple | None = None  # one name per view, for describe() and the views' panels
-    layer_dims: tuple | None = None  # "layers": latent dims of each layer from the data side up (deep GP)
+    # extra inputs of the models that need them (ModelSpec.inputs); plain values, not the model card's
+    times: tuple | None = field(default=None, metadata=INPUT)  # "time": one time per row (None: 0, 1, 2, ...)
+    time_name: str = field(default="", metadata=INPUT)  # where the times came from, for describe()
+    view_sizes: tuple | None = field(default=None, metadata=INPUT)  # "views": columns per view, in view order
+    view_names: tuple | None = field(default=None, metadata=INPUT)  # one name per view (describe(), the panels)
+    # "layers": latent dims of each layer from the data side up (deep GP; the card's ``layers`` text)
+    layer_dims: tuple | None = field(default=None, metadata=INPUT)
     batch_size: int = 256  # rows per iteration of the models trained by minibatches (ModelSpec.minibatch)
     likelihood: str = "gaussian"  # the noise model (LIKELIHOODS): one of the spec's ``likelihoods``
 
@@ -101,8 +109,7 @@ class ModelConfig:
         return spec(self.model)
 
     def model_key(self) -> "ModelConfig":
-        """What decides the model and its start: everything but the run's length (``max_iters``,
-        ``until_converged``)."""
+        """What decides the model and its start: everything but the run's length (`RUN_LENGTH`)."""
         return dataclasses.replace(self, max_iters=0, until_converged=True)
 
     def convergence(self):

@@ -180,7 +180,7 @@ def session_page(build=None):
             model, context = _saved_model(str(path), path.stat().st_mtime_ns)
             return model.copy(), context
 
-        saved_model.open_model_soon(ex, read, path.name)  # on a thread: a new tab holds up no one
+        ex.open_saved(read, path.name)  # on a thread: a new tab holds up no one
         return page  # the saved model's settings are the page's; command-line settings do not apply
     if path is not None:
         def loader(label_column, standardize):

@@ -14,6 +14,8 @@ import threading
 import numpy as np
 import param
 
+from engine.errors import EngineError
+
 from . import warmup
 from .catalog import CATALOG, LIKELIHOODS, Budget
 from .dispatch import Dispatcher
@@ -35,6 +37,7 @@ from .state.restarts import Restarts
 from .state.runs import RunsTable
 from .state.settings import ModelSettings
 from .state.training import Status, TrainingRun
+from .text import quote
 from .training.worker import ACTIVE, Limiter
 
 logger = logging.getLogger(__name__)
@@ -58,7 +61,7 @@ class Explorer(param.Parameterized):
         self._colouring_cache = None
         self._summary_args = None  # the arguments of the summary on show (its 1-NN line comes later)
         self._sample_model = None  # the model a sample selected (see _select_sample_model)
-        self.opening = None  # the saved model being opened on a thread (saved_model.open_model_soon)
+        self.opening = None  # the saved model being opened on a thread (open_saved)
         self.data = LoadedData()
         self.settings = ModelSettings(budget=budget)
         self.training = TrainingRun(self.dispatcher, limiter=limiter, build=build,
@@ -85,9 +88,7 @@ class Explorer(param.Parameterized):
         # what Train would do changed: prepare its start again (once per page update)
         prepare = lambda *events: self.dispatcher.soon(self._prepare)  # noqa: E731
         self.data.param.watch(prepare, ["dataset"])
-        self.settings.param.watch(prepare, ["errors", "model", "kernel", "bias", "white", "latent_dim",
-                                            "num_inducing", "init", "optimizer", "seed", "layers", "batch_size",
-                                            "likelihood"])
+        self.settings.param.watch(prepare, ["errors", *ModelSettings.START])
         self.missing.param.watch(prepare, list(self.missing.param)[1:])
         self.inputs.param.watch(prepare, list(self.inputs.param)[1:])
         self.held_out.param.watch(prepare, ["enabled", "seed"])
@@ -211,7 +212,79 @@ class Explorer(param.Parameterized):
             model = saved_model.load(content, name, max_unpacked=8 * Limits().max_bytes, budget=budget)
             return model, saved_model.read_context(content, model.num_data, model.output_dim)
 
-        saved_model.open_model_soon(self, read, name)
+        self.open_saved(read, name)
+
+    # ---- saved models -----------------------------------------------------------------
+    def open_saved(self, read, name: str) -> bool:
+        """Show the saved model ``read()`` returns as ``(model, context)`` as a finished result.
+
+        The page shows the model's own data as the loaded data, its settings on the model card and
+        the model as a finished result (``context``, from `saved_model.read_context`, brings back
+        the data's names, labels, image shape and standardisation, the objective trace, the
+        iterations and the settings).  Everything is computed before the page changes: when it
+        cannot be shown, the data and the result on show stay as they were and the Data card says
+        why (False).  On a served page, reading and computing (an exact GP-LVM's kernel matrix and
+        factors: seconds for a few thousand rows) happen on a thread of their own, so no session
+        is held up; the page changes once they are done, unless another file was opened
+        meanwhile (True: the opening started).  Elsewhere (tests, notebooks) on the calling thread.
+        """
+        max_iters, run_id = self.settings.max_iters, self.training.run_id + 1
+        if not self.dispatcher.served:
+            return self._show_saved(name, *_prepare_saved(read, name, max_iters, run_id))
+        if self.training.active:
+            self.data.error = f"Could not open {quote(name)}: stop the training first."
+            return False
+        token = self.opening = object()  # the newest file opened wins
+        self.training.message, self.training.message_kind = f"Opening {quote(name)}…", "info"
+
+        def work():
+            outcome = _prepare_saved(read, name, max_iters, run_id)
+
+            def apply():
+                if self.opening is token:
+                    self.opening = None
+                    self.training.message = ""
+                    self._show_saved(name, *outcome)
+            self.dispatcher.soon(apply)
+
+        threading.Thread(target=work, name="gplvm-open-model", daemon=True).start()
+        return True
+
+    def _show_saved(self, name: str, error, reading: bool, context, prepared) -> bool:
+        """Show a saved model `_prepare_saved` got ready, or say in the Data card why not."""
+        if error is not None and reading:  # the reader's own messages name the file
+            return self._refuse_saved(name, error, reading=True)
+        if self.training.active:
+            self.data.error = f"Could not open {quote(name)}: stop the training first."
+            return False
+        if error is not None:
+            return self._refuse_saved(name, error)
+        config, dataset, result = prepared
+        standardised = dataset.scale is not None
+
+        def loader(label_column, standardize, image_shape=None):  # the model's data, in the units it was trained in
+            if bool(standardize) != standardised:
+                raise DataError("a saved model's data stay in the units the model was trained in "
+                                f"({'standardised' if standardised else 'not standardised'}).")
+            if image_shape is not None:  # only how the columns are drawn changes
+                return dataset.replace(image_shape=image_shape or None)
+            return dataset
+
+        if not self.data.load_given(loader, name, (), None, standardize=standardised):
+            return False
+        # a saved file does not say how its run was to end: the page's choice stays
+        self.settings.apply(config, keep=("until_converged",), why=f"Saved model {name}")
+        trace = None if context.trace_iteration is None else (context.trace_iteration, context.trace_objective)
+        if not self.training.show_result(result, name, trace=trace):
+            return False
+        self.result_source = self.data.dataset
+        return True
+
+    def _refuse_saved(self, name: str, exc: BaseException, reading: bool = False) -> bool:
+        if not isinstance(exc, (DataError, EngineError)):
+            logger.error("Could not open the saved model %s", name, exc_info=exc)
+        self.data.error = str(exc) if reading and isinstance(exc, DataError) else f"Could not open {quote(name)}: {exc}"
+        return False
 
     def _on_status(self, event) -> None:
         status = Status(event.new)
@@ -254,3 +327,21 @@ class Explorer(param.Parameterized):
 
     def _on_page_error(self, where: str, exc: BaseException) -> None:
         self.page_error = f"Something went wrong while updating the page ({type(exc).__name__}: {exc})."
+
+
+def _prepare_saved(read, name: str, max_iters: int, run_id: int):
+    """(error, reading, context, (config, dataset, result)) of the saved model ``read()`` returns:
+    everything the page shows of it, computed off the page (``error`` says why it cannot be shown;
+    ``reading``: the reading failed)."""
+    from . import saved_model
+    from .saved_context import SavedContext
+
+    try:
+        model, context = read()
+    except Exception as exc:  # noqa: BLE001 - the message names the file and says why
+        return exc, True, None, None
+    context = context or SavedContext()
+    try:
+        return None, False, context, saved_model.prepare_opening(model, name, None, None, max_iters, run_id, context)
+    except Exception as exc:  # noqa: BLE001 - any failure: nothing on the page changes, and it says why
+        return exc, False, context, None

@@ -2,7 +2,7 @@
 
 A model file is the .npz `engine.io.save_model` writes (``gplvm-explorer fit
 ... -o model.npz``, the page's "Trained model (NPZ)" export). Opened with
-``gplvm-explorer model.npz`` (or `open_model` from code), the page shows the
+``gplvm-explorer model.npz`` (or ``Explorer.open_saved`` from code), the page shows the
 model's own data as "your data", its settings on the model card (so Train fits
 again from scratch with them), and the model itself as a finished result: the
 latent map, its variance shading, the ARD bars and the reconstruction come
@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
-import threading
 import zipfile
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from .training.worker import TrainedResult
 logger = logging.getLogger(__name__)
 
 __all__ = ["is_model_file", "load", "write", "read_labels", "read_context", "config_for", "dataset_for",
-           "open_model", "open_model_soon"]
+           "prepare_opening"]
 
 #: Entries every file written by engine.io.save_model holds.
 MODEL_ENTRIES = ("format_version.npy", "model_class.npy")
@@ -212,119 +211,3 @@ def prepare_opening(model, name: str, labels=None, label_name: str | None = None
     dataset = dataset_for(model, name, labels, label_name, ctx)
     return config, dataset, TrainedResult.from_model(model, run_id=run_id, config=config, dataset=dataset,
                                                      iteration=ctx.iterations or 0)
-
-
-def open_model(explorer, model, name: str, labels=None, label_name: str | None = None,
-               context: SavedContext | None = None) -> bool:
-    """Show ``model`` on ``explorer``'s page as a finished result; False (and a message) if it cannot.
-
-    ``context`` (from `read_context`) brings back the data's names, labels, image shape and
-    standardisation, the objective trace, the iterations and the settings; ``labels`` (one per
-    row) colour the points of a file without them.  Everything is computed before the page
-    changes: when it cannot be shown, the data and the result on show stay exactly as they were
-    and the Data card says why.  The computing happens on the calling thread: a served page
-    opens through `open_model_soon` instead.
-    """
-    if explorer.training.active:
-        explorer.data.error = f"Could not open {quote(name)}: stop the training first."
-        return False
-    ctx = context or SavedContext()
-    try:
-        prepared = prepare_opening(model, name, labels, label_name, explorer.settings.max_iters,
-                                   explorer.training.run_id + 1, ctx)
-    except Exception as exc:  # noqa: BLE001 - any failure: nothing on the page changes, and it says why
-        _refused(explorer, name, exc)
-        return False
-    return _show_prepared(explorer, name, ctx, *prepared)
-
-
-def open_model_soon(explorer, read, name: str) -> None:
-    """Open the model ``read()`` returns as ``(model, context)`` without holding up the server.
-
-    On a served page, reading the file and computing the model's result (an exact GP-LVM's
-    kernel matrix and its factors: seconds for a few thousand rows) happen on a thread of their
-    own, so the server's other sessions, and this one, stay responsive; the page changes once
-    they are done, on the page's thread, unless another file was opened meanwhile.  A page that
-    is not served (tests, notebooks' explorers) opens on the calling thread, as `open_model`.
-    """
-    if not explorer.dispatcher.served:
-        try:
-            model, context = read()
-        except Exception as exc:  # noqa: BLE001 - the message names the file and says why
-            _refused(explorer, name, exc, reading=True)
-            return
-        open_model(explorer, model, name, context=context)
-        return
-    if explorer.training.active:
-        explorer.data.error = f"Could not open {quote(name)}: stop the training first."
-        return
-    token = explorer.opening = object()  # the newest file opened wins
-    max_iters, run_id = explorer.settings.max_iters, explorer.training.run_id + 1
-    explorer.training.message, explorer.training.message_kind = f"Opening {quote(name)}…", "info"
-
-    def done(fn):
-        def apply():
-            if explorer.opening is token:
-                explorer.opening = None
-                explorer.training.message = ""
-                fn()
-        explorer.dispatcher.soon(apply)
-
-    def work():
-        try:
-            model, context = read()
-        except Exception as exc:  # noqa: BLE001 - shown in the Data card, the page unchanged
-            done(lambda exc=exc: _refused(explorer, name, exc, reading=True))
-            return
-        ctx = context or SavedContext()
-        try:
-            prepared = prepare_opening(model, name, None, None, max_iters, run_id, ctx)
-        except Exception as exc:  # noqa: BLE001 - shown in the Data card, the page unchanged
-            done(lambda exc=exc: _refused(explorer, name, exc))
-            return
-        done(lambda: _apply_opening(explorer, name, ctx, prepared))
-
-    threading.Thread(target=work, name="gplvm-open-model", daemon=True).start()
-
-
-def _apply_opening(explorer, name, ctx, prepared) -> None:
-    if explorer.training.active:
-        explorer.data.error = f"Could not open {quote(name)}: stop the training first."
-        return
-    _show_prepared(explorer, name, ctx, *prepared)
-
-
-def _refused(explorer, name: str, exc: BaseException, reading: bool = False) -> None:
-    """The Data card says why ``name`` was not opened (the page unchanged); `load`'s own
-    messages (``reading``) already name the file."""
-    if not isinstance(exc, (DataError, EngineError)):
-        logger.error("Could not open the saved model %s", name, exc_info=exc)
-    explorer.data.error = str(exc) if reading and isinstance(exc, DataError) else f"Could not open {quote(name)}: {exc}"
-
-
-def _show_prepared(explorer, name: str, ctx: SavedContext, config, dataset, result) -> bool:
-    standardised = dataset.scale is not None
-
-    def loader(label_column, standardize, image_shape=None):  # the model's data, in the units it was trained in
-        if bool(standardize) != standardised:
-            raise DataError("a saved model's data stay in the units the model was trained in "
-                            f"({'standardised' if standardised else 'not standardised'}).")
-        if image_shape is not None:  # only how the columns are drawn changes
-            return dataclasses.replace(dataset, image_shape=image_shape or None)
-        return dataset
-
-    if not explorer.data.load_given(loader, name, (), None, standardize=standardised):
-        return False
-    settings = explorer.settings
-    for key in ("model", "kernel", "bias", "white", "latent_dim", "num_inducing", "batch_size", "optimizer", "init",
-                "max_iters", "seed", "likelihood"):
-        try:
-            setattr(settings, key, getattr(config, key))
-        except ValueError as exc:  # e.g. Q=1, below the card's range: the result is shown all the same
-            logger.info("Saved model %s: setting %s not applied (%s)", name, key, exc)
-    settings.validate()
-    trace = None if ctx.trace_iteration is None else (ctx.trace_iteration, ctx.trace_objective)
-    if not explorer.training.show_result(result, name, trace=trace):
-        return False
-    explorer.result_source = explorer.data.dataset
-    return True

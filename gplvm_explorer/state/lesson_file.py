@@ -51,10 +51,8 @@ VIEWS = {
     "pca": "the PCA map beside the model's",  # naming it also shows it
 }
 
-#: ModelSettings parameters that are the page's state, not settings a lesson can set.
-_NOT_SETTINGS = {"name", "errors", "notes", "locked", "suggestion", "proposed_likelihood", "likelihood_reason"}
 #: The settings a step may give: the model card's (ModelSettings' own parameter names).
-SETTING_NAMES = tuple(p for p in ModelSettings.param if p not in _NOT_SETTINGS)
+SETTING_NAMES = ModelSettings.CHOSEN
 _STEP_FIELDS = {"title", "text", "sample", "settings", "pace", "views"}
 _TOP_FIELDS = {"format", "title", "steps"}
 

@@ -7,45 +7,60 @@ import logging
 import param
 
 from .. import catalog
-from ..catalog import CATALOG, DEFAULT_MAX_ITERS, INITS, KERNELS, LIKELIHOODS, OPTIMIZERS, Budget, ModelConfig
+from ..catalog import CATALOG, INITS, KERNELS, LIKELIHOODS, OPTIMIZERS, RUN_LENGTH, Budget, ModelConfig
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ModelSettings"]
+__all__ = ["ModelSettings", "CONFIG_SETTINGS"]
+
+#: The model card's settings: one per field of ModelConfig (its defaults), but the models' extra inputs.
+CONFIG_SETTINGS = tuple(f for f in dataclasses.fields(ModelConfig) if not f.metadata.get("input"))
+
+_CHOICES = {"model": CATALOG, "kernel": KERNELS, "init": INITS, "optimizer": OPTIMIZERS, "likelihood": LIKELIHOODS}
+_BOUNDS = {"latent_dim": (2, 12), "num_inducing": (1, 500), "max_iters": (1, 100000), "seed": (0, None),
+           "batch_size": (1, 100000)}
+_DOCS = {
+    "max_iters": "The most iterations; with until_converged the run ends sooner once converged.",
+    "until_converged": "End the run once the bound has converged.",
+    "batch_size": "Rows per iteration (minibatch models).",
+    "likelihood": "The noise model; used by the models that take one (ModelSpec.likelihoods).",
+}
+
+
+def _setting(f: dataclasses.Field) -> param.Parameter:
+    """The parameter of ModelConfig's field ``f``: a choice, a switch or a whole number, with its default."""
+    doc = _DOCS.get(f.name)
+    if f.name in _CHOICES:
+        return param.Selector(default=f.default, objects=list(_CHOICES[f.name]), doc=doc)
+    if isinstance(f.default, bool):
+        return param.Boolean(default=f.default, doc=doc)
+    return param.Integer(default=f.default, bounds=_BOUNDS[f.name], doc=doc)
 
 
 class ModelSettings(param.Parameterized):
     """Model, kernel, Q, M, likelihood, initialisation, optimiser, iterations and seed.
 
+    One parameter per setting of `ModelConfig` (`CONFIG_SETTINGS`, added below the class),
+    plus ``layers``, the text the deep GP's ``layer_dims`` are read from.
     ``errors`` make training impossible (too big for the budget, M > N, ...);
     ``notes`` explain automatic adjustments and costs.  Call
     :meth:`set_data_shape` when the data change, and :meth:`propose_likelihood`
     with the noise model that fits them (the user may choose another one).
     """
 
-    model = param.Selector(default="bayesian", objects=list(CATALOG))
-    kernel = param.Selector(default="rbf", objects=list(KERNELS))
-    bias = param.Boolean(default=True)
-    white = param.Boolean(default=True)
-    latent_dim = param.Integer(default=5, bounds=(2, 12))
-    num_inducing = param.Integer(default=30, bounds=(1, 500))
-    init = param.Selector(default="pca", objects=list(INITS))
-    optimizer = param.Selector(default="lbfgs", objects=list(OPTIMIZERS))
-    max_iters = param.Integer(default=DEFAULT_MAX_ITERS, bounds=(1, 100000),
-                              doc="The most iterations; with until_converged the run ends sooner once converged.")
-    until_converged = param.Boolean(default=True, doc="End the run once the bound has converged.")
-    seed = param.Integer(default=0, bounds=(0, None))
-    batch_size = param.Integer(default=256, bounds=(1, 100000), doc="Rows per iteration (minibatch models).")
     suggestion = param.String(default="", doc="Key of a model the catalog proposes for these data (or '').")
     layers = param.String(default="5, 2", doc="Each layer's latent dims, data side first (models with layers).")
-    likelihood = param.Selector(default="gaussian", objects=list(LIKELIHOODS),
-                                doc="The noise model; used by the models that take one (ModelSpec.likelihoods).")
     proposed_likelihood = param.String(default="gaussian", doc="The likelihood the loaded data's values call for.")
     likelihood_reason = param.String(default="", doc="One line: why the data call for the proposed likelihood "
                                                      "(plain text; '' for real values).")
     errors = param.List(default=["Load data first."])
     notes = param.List(default=[])
     locked = param.Boolean(default=False, doc="True while a training runs.")
+
+    #: What a user chooses on the model card (a lesson step's or a saved file's settings too).
+    CHOSEN = tuple(f.name for f in CONFIG_SETTINGS) + ("layers",)
+    #: The choices that decide the model and its start (a prepared start is made again when one changes).
+    START = tuple(name for name in CHOSEN if name not in RUN_LENGTH)
 
     def __init__(self, budget: Budget | None = None, **params):
         super().__init__(**params)
@@ -55,9 +70,7 @@ class ModelSettings(param.Parameterized):
         self._standardised = False  # the loaded data are standardised (not their values as loaded)
         self.timing = None  # catalog.StartTiming: the page's measured start (set_timing)
         self._adjusting = False
-        self.param.watch(self._on_change, ["model", "kernel", "bias", "white", "latent_dim", "num_inducing",
-                                           "init", "optimizer", "max_iters", "until_converged", "seed", "layers",
-                                           "batch_size", "likelihood"])
+        self.param.watch(self._on_change, list(self.CHOSEN))
 
     @property
     def spec(self) -> catalog.ModelSpec:
@@ -79,12 +92,21 @@ class ModelSettings(param.Parameterized):
                 latent_dim = layer_dims[-1]  # the top layer is the one the latent map shows
             except ValueError:
                 layer_dims = ()  # catalog.check reports it
-        return ModelConfig(model=self.model, kernel=self.kernel, bias=bool(self.bias), white=bool(self.white),
-                           latent_dim=latent_dim, num_inducing=int(self.num_inducing), init=self.init,
-                           optimizer=self.optimizer, max_iters=int(self.max_iters), seed=int(self.seed),
-                           until_converged=bool(self.until_converged),
-                           layer_dims=layer_dims, batch_size=int(self.batch_size),
-                           likelihood=self.likelihood if self.takes_likelihood() else "gaussian")
+        chosen = {f.name: type(f.default)(getattr(self, f.name)) for f in CONFIG_SETTINGS}
+        return ModelConfig(**{**chosen, "latent_dim": latent_dim, "layer_dims": layer_dims,
+                              "likelihood": self.likelihood if self.takes_likelihood() else "gaussian"})
+
+    def apply(self, config: ModelConfig, keep: tuple = (), why: str = "") -> None:
+        """Take ``config``'s settings (but ``keep``); a value the card cannot show (e.g. Q=1, below its
+        range) is left as it is and logged with ``why``."""
+        for f in CONFIG_SETTINGS:
+            if f.name in keep:
+                continue
+            try:
+                setattr(self, f.name, getattr(config, f.name))
+            except ValueError as exc:
+                logger.info("%s: setting %s not applied (%s)", why or "Settings", f.name, exc)
+        self.validate()
 
     def takes_likelihood(self) -> bool:
         """The chosen model trains with a likelihood other than the Gaussian one."""
@@ -211,3 +233,7 @@ class ModelSettings(param.Parameterized):
             finally:
                 self._adjusting = False
         self.validate(notes)
+
+
+for _f in CONFIG_SETTINGS:
+    ModelSettings.param.add_parameter(_f.name, _setting(_f))

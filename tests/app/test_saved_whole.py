@@ -86,7 +86,7 @@ def test_a_model_fitted_on_the_command_line_reopens_with_its_names_images_and_tr
     assert ctx.scale is not None and ctx.label_name == "label" and list(ctx.labels[:1]) == ["bar"]
     assert ctx.iterations == len(ctx.trace_iteration) > 5 and ctx.settings["seed"] == 4
     ex = make_explorer()
-    assert saved_model.open_model(ex, model, "model.npz", context=ctx)
+    assert ex.open_saved(lambda: (model, ctx), "model.npz")
     ds = ex.data.dataset
     assert ds.image_shape == (8, 8) and ds.feature_names == list(ctx.feature_names) and ds.scale is not None
     assert ex.settings.init == "random" and ex.settings.seed == 4 and ex.settings.max_iters == 15

@@ -155,6 +155,27 @@ def test_settings_switch_optimiser_with_the_model():
     assert s.optimizer == "lbfgs" and s.errors == []
 
 
+def test_the_model_card_has_one_setting_per_field_of_the_config_with_its_default():
+    inputs = {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("input")}
+    assert inputs == {"times", "time_name", "view_sizes", "view_names", "layer_dims"}
+    s = ModelSettings()
+    for f in dataclasses.fields(ModelConfig):
+        assert (f.name in s.param) != (f.name in inputs), f.name
+        if f.name not in inputs:
+            assert s.param[f.name].default == f.default, f.name
+    assert s.config() == ModelConfig()
+    # a config taken by the card comes back whole; the run's end rule kept when asked
+    s.set_data_shape(200, 6)
+    chosen = ModelConfig(model="sparse", kernel="matern32", bias=False, white=False, latent_dim=3, num_inducing=12,
+                         init="random", optimizer="scg", max_iters=77, seed=4, until_converged=False, batch_size=64)
+    s.apply(chosen, keep=("until_converged",))
+    assert s.config() == dataclasses.replace(chosen, until_converged=True)
+    s.apply(chosen)
+    assert s.config() == chosen
+    # what decides the model and its start: all but the run's length
+    assert set(s.CHOSEN) - set(s.START) == {"max_iters", "until_converged"}
+
+
 # ---- memory-mapped command-line files ------------------------------------------------------------------
 @pytest.fixture
 def npy_on_command_line(tmp_path, monkeypatch):
