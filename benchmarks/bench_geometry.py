@@ -68,7 +68,7 @@ def oil_rows(path, N, seed=0):
 def result_of(model):
     """A TrainedResult of the model as the page gets one (the app's own constructor)."""
     from gplvm_explorer.catalog import ModelConfig
-    from gplvm_explorer.training.worker import TrainedResult
+    from gplvm_explorer.training import TrainedResult
 
     state = model.snapshot_state()
     return TrainedResult(run_id=1, iteration=1, objective=0.0, objective_name=model.objective_name, model=model,

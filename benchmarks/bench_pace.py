@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     from gplvm_explorer.data import load_sample
     from gplvm_explorer.training import Limiter
     from gplvm_explorer.training.pace import Pace
-    from gplvm_explorer.training.worker import TrainingJob
+    from gplvm_explorer.training import TrainingJob
 
     header("Pace control: a training job's time with the pace off vs no pace object")
     Y = load_sample("three-phase-flow").values

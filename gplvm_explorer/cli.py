@@ -276,7 +276,7 @@ def serve(args) -> int:
     import panel as pn
 
     from gplvm_explorer import app, warmup
-    from gplvm_explorer.training.worker import configure_limiter
+    from gplvm_explorer.training.limiter import configure_limiter
 
     if args.max_trainings is not None:
         configure_limiter(args.max_trainings)

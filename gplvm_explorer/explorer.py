@@ -38,7 +38,8 @@ from .state.runs import RunsTable
 from .state.settings import ModelSettings
 from .state.training import Status, TrainingRun
 from .text import quote
-from .training.worker import ACTIVE, Limiter
+from .training.events import ACTIVE
+from .training.limiter import Limiter
 
 logger = logging.getLogger(__name__)
 

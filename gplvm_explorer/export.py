@@ -13,7 +13,7 @@ import pandas as pd
 from .state.labels import LabelColouring
 from .state.latent import SliceView
 from .text import spreadsheet_safe
-from .training.worker import TrainedResult
+from .training.result import TrainedResult
 
 logger = logging.getLogger(__name__)
 

@@ -527,7 +527,7 @@ def run(args) -> int:
         print(f"{saved} at the best point reached ({model.objective_name} {float(objective)!r}).", file=err)
         return EXIT_FIT_FAILED
     if failure is not None:  # the numbers ended it after some iterations: a result, as on the page
-        from gplvm_explorer.training.worker import stopped_early_note
+        from gplvm_explorer.training.messages import stopped_early_note
 
         print(stopped_early_note(int(trace.iterations[-1]), failure,
                                  f"{saved} at the best point reached ({model.objective_name} {float(objective)!r})"),

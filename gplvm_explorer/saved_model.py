@@ -35,7 +35,7 @@ from .catalog import CATALOG, KERNELS, Budget, ModelConfig, ModelSpec, open_exce
 from .data import DataError, Dataset
 from .saved_context import ENTRIES, SavedContext, context_arrays, read_context
 from .text import plain, quote
-from .training.worker import TrainedResult
+from .training.result import TrainedResult
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import param
 from scipy.spatial import cKDTree
 
 from ..dispatch import Dispatcher
-from ..training.worker import TrainedResult
+from ..training.result import TrainedResult
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,11 @@ import param
 from ..catalog import ModelConfig
 from ..dispatch import Dispatcher
 from ..training.pace import Pace
-from ..training.worker import (ACTIVE, Limiter, PreparedStart, ProgressEvent, ResultEvent, Status, StatusEvent,
-                               TrainedResult, TrainingJob, default_limiter)
+from ..training.events import ACTIVE, ProgressEvent, ResultEvent, Status, StatusEvent
+from ..training.job import TrainingJob
+from ..training.limiter import Limiter, default_limiter
+from ..training.prepared import PreparedStart
+from ..training.result import TrainedResult
 
 logger = logging.getLogger(__name__)
 

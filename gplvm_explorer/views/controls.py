@@ -11,7 +11,7 @@ from ..data.images import shape_label, square_shape
 from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
 from ..state.data import NO_LABEL
-from ..training.worker import ACTIVE, Status
+from ..training.events import ACTIVE, Status
 from .common import (MUTED_MD, NOTE_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, on_click, plain,
                      sync)
 

@@ -14,7 +14,7 @@ from gplvm_explorer.dispatch import Dispatcher
 from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.state.deep import DeepLayers, has_layers, layer_maps
 from gplvm_explorer.state.settings import ModelSettings
-from gplvm_explorer.training.worker import Limiter, ProgressEvent, ResultEvent, TrainingJob
+from gplvm_explorer.training import Limiter, ProgressEvent, ResultEvent, TrainingJob
 
 
 @pytest.fixture(scope="module")

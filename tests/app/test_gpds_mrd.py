@@ -17,7 +17,7 @@ from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.state.dynamics import Dynamics, find_gaps, frame_at, trajectory
 from gplvm_explorer.state.model_inputs import LABEL, ROW_ORDER, ModelInputs, column_key
 from gplvm_explorer.state.multiview import MultiView, cross_predict, split, view_layout
-from gplvm_explorer.training.worker import Limiter, ResultEvent, TrainingJob
+from gplvm_explorer.training import Limiter, ResultEvent, TrainingJob
 
 
 def fit(ds, config):

@@ -19,7 +19,7 @@ from gplvm_explorer.state.data import missing_lines
 from gplvm_explorer.state.imputation import (ImputedValues, MissingValues, imputed_table, missing_cells,
                                              row_imputation, training_data)
 from gplvm_explorer.training import Limiter
-from gplvm_explorer.training.worker import TrainedResult
+from gplvm_explorer.training import TrainedResult
 from gplvm_explorer.views import DataPanel
 from gplvm_explorer.views.imputation import ImputationView, MissingDataChoice, outline_segments
 

@@ -195,7 +195,7 @@ def test_pace_spaces_iterations_evenly_and_never_waits_when_off():
 def test_a_paced_job_is_stopped_at_once_while_it_waits(fake_build):
     from gplvm_explorer.catalog import ModelConfig
     from gplvm_explorer.training import Limiter
-    from gplvm_explorer.training.worker import TrainingJob
+    from gplvm_explorer.training import TrainingJob
 
     Y = np.random.default_rng(0).standard_normal((20, 3))
     pace = Pace(rate=0.2)  # one iteration per 5 s

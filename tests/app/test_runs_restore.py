@@ -11,7 +11,7 @@ import engine
 from gplvm_explorer.catalog import CATALOG, ModelConfig
 from gplvm_explorer.dispatch import Dispatcher
 from gplvm_explorer.state.runs import RunsTable
-from gplvm_explorer.training.worker import TrainedResult
+from gplvm_explorer.training import TrainedResult
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -19,7 +19,7 @@ from gplvm_explorer.data.mapped import training_dataset
 from gplvm_explorer.data.npfile import map_npy
 from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.state.settings import ModelSettings
-from gplvm_explorer.training.worker import Limiter, ProgressEvent, ResultEvent, StatusEvent, Status, TrainingJob
+from gplvm_explorer.training import Limiter, ProgressEvent, ResultEvent, StatusEvent, Status, TrainingJob
 from gplvm_explorer.views.controls import progress_text
 from gplvm_explorer.views.svi import MinibatchPanel
 

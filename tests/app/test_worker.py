@@ -10,7 +10,7 @@ import pytest
 from engine.errors import NumericalError, OptimizationError
 from gplvm_explorer.catalog import ModelConfig
 from gplvm_explorer.training import (Limiter, ProgressEvent, ResultEvent, Status, StatusEvent, TrainingJob)
-from gplvm_explorer.training.worker import PreparedStart
+from gplvm_explorer.training.prepared import PreparedStart
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -173,7 +173,7 @@ def test_the_fit_runs_off_the_calling_thread(fake_build):
 
 def test_results_of_big_data_come_at_most_every_row_scaled_interval(fake_build):
     """At 5,000 rows frozen results come at most every 0.5 s, however small publish_interval is."""
-    from gplvm_explorer.training.worker import PUBLISH_SECONDS_PER_ROW
+    from gplvm_explorer.training.job import PUBLISH_SECONDS_PER_ROW
 
     big = np.random.default_rng(1).standard_normal((5000, 3))
     build = fake_build(delay=0.004)  # ~0.9 s of fitting
@@ -216,7 +216,7 @@ def test_a_prepared_start_is_iteration_0_of_the_run_and_the_true_objective(caplo
     assert prepared.value == engine.fit(alone, max_iters=0).objective
     job_build = recording()
     job = TrainingJob(1, SMALL, BAYES, build=job_build, limiter=Limiter(1), prepared=prepared)
-    with caplog.at_level("WARNING", logger="gplvm_explorer.training.worker"):
+    with caplog.at_level("WARNING", logger="gplvm_explorer.training.start"):
         events = run_job(job, timeout=60)
     progress = [e for e in events if isinstance(e, ProgressEvent)]
     assert progress[0].iterations[0] == 0 and progress[0].objectives[0] == prepared.value
