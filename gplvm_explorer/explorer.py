@@ -23,6 +23,7 @@ from .export import latent_nn_errors, latent_nn_errors_apply, summary_text
 from .data import DataError, Limits
 from .data.mapped import training_dataset
 from .data.value_kind import likelihood_for
+from .state.background import LatestOnly
 from .state.data import LoadedData
 from .state.deep import DeepLayers
 from .state.held_out import HeldOutRows
@@ -61,6 +62,8 @@ class Explorer(param.Parameterized):
         self.dispatcher = Dispatcher(doc, on_error=self._on_page_error)
         self._colouring_cache = None
         self._summary_args = None  # the arguments of the summary on show (its 1-NN line comes later)
+        self._nn_errors = LatestOnly(self.dispatcher, lambda args: (args, latent_nn_errors(args[0])),
+                                     self._apply_nn_errors, name="gplvm-summary")
         self._sample_model = None  # the model a sample selected (see _select_sample_model)
         self.opening = None  # the saved model being opened on a thread (open_saved)
         self.data = LoadedData()
@@ -83,9 +86,9 @@ class Explorer(param.Parameterized):
         self.training.param.watch(self._on_result, ["result"])
         self.runs.connect(self)
         self.restarts = Restarts(self)  # "best of K": K seeds trained one after the other, each a row
-        self.latent.param.watch(lambda e: self.training.set_result_cost(e.new), ["cost"])
+        param.bind(self.training.set_result_cost, self.latent.param.cost, watch=True)
         # the page timed a prepared start: estimates and the big-data proposal follow the measurement
-        self.training.param.watch(lambda e: self.settings.set_timing(e.new), ["timing"])
+        param.bind(self.settings.set_timing, self.training.param.timing, watch=True)
         # what Train would do changed: prepare its start again (once per page update)
         prepare = lambda *events: self.dispatcher.soon(self._prepare)  # noqa: E731
         self.data.param.watch(prepare, ["dataset"])
@@ -161,6 +164,7 @@ class Explorer(param.Parameterized):
         self.training.close()  # also drops a prepared start
         self.latent.close()
         self.geodesic.close()
+        self._nn_errors.close()
         self.dispatcher.close()
 
     def colouring(self, dataset=None) -> LabelColouring | None:
@@ -299,21 +303,15 @@ class Explorer(param.Parameterized):
             if latent_nn_errors_apply(tr.result):
                 # O(N^2): counted on a thread; the page stays responsive and gets the line when it is ready
                 self._summary_args = args
-                threading.Thread(target=self._count_nn_errors, args=(args,), name="gplvm-summary",
-                                 daemon=True).start()
+                self._nn_errors.submit(args)
         elif status in (Status.STARTING, Status.QUEUED):
             self.summary = ""
             self._summary_args = None
 
-    def _count_nn_errors(self, args) -> None:
-        try:
-            errors = latent_nn_errors(args[0])
-        except Exception:
-            logger.exception("1-NN error count failed")
+    def _apply_nn_errors(self, outcome) -> None:
+        if isinstance(outcome, Exception):  # logged; the summary stays without the line
             return
-        self.dispatcher.soon(lambda: self._apply_nn_errors(args, errors))
-
-    def _apply_nn_errors(self, args, errors) -> None:
+        args, errors = outcome
         if args is self._summary_args:  # still the summary on show
             self.summary = summary_text(*args, nn_errors=errors)
 

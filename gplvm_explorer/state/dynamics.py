@@ -143,7 +143,6 @@ class Dynamics(param.Parameterized):
     def __init__(self, dispatcher: Dispatcher, **params):
         super().__init__(**params)
         self._trajectories = LatestOnly(dispatcher, trajectory, self._apply, name="gplvm-dynamics")
-        self.param.watch(lambda e: self._update_frame(), ["time"])
 
     def offer(self, result) -> None:
         """A new result: compute its trajectory in the background (None or a static model: clear)."""
@@ -170,6 +169,7 @@ class Dynamics(param.Parameterized):
                 return
         self._update_frame()
 
+    @param.depends("time", watch=True)
     def _update_frame(self) -> None:
         tr = self.trajectory
         if tr is None:

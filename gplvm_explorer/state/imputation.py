@@ -217,10 +217,9 @@ class ImputedValues(param.Parameterized):
         self._dataset = None
         self._cost = 0.0  # seconds the last row took
         if training is not None:
-            training.param.watch(lambda e: self.offer(e.new), ["result"])
+            param.bind(self.offer, training.param.result, watch=True)
             if training.result is not None:
                 self.offer(training.result)
-        self.param.watch(lambda e: self._update(), ["row"])
 
     def offer(self, result) -> None:
         """Show ``result`` (None clears); a new dataset jumps to its first row with filled-in cells."""
@@ -259,6 +258,7 @@ class ImputedValues(param.Parameterized):
             earlier = rows[rows < self.row]
             self.row = int(earlier[-1] if earlier.size else rows[-1])
 
+    @param.depends("row", watch=True)
     def _update(self) -> None:
         result = self.result
         if result is None:

@@ -16,7 +16,6 @@ KD-tree query on that view.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from scipy.spatial import cKDTree
 
 from ..dispatch import Dispatcher
 from ..training.result import TrainedResult
+from .background import LatestOnly
 
 logger = logging.getLogger(__name__)
 
@@ -193,17 +193,10 @@ class LatentSlice(param.Parameterized):
 
     def __init__(self, dispatcher: Dispatcher, **params):
         super().__init__(**params)
-        self._dispatcher = dispatcher
-        self._lock = threading.Lock()
         self._result: TrainedResult | None = None
-        self._wanted = None  # (result, auto, dims, fixed, resolution)
-        self._done = None  # SliceView or Exception waiting for the page thread
-        self._busy = False
-        self._compute_seconds = 0.0
-        self._idle = threading.Event()
-        self._idle.set()
-        self._closed = False
-        self.param.watch(self._on_slice, ["auto_dims", "x_dim", "y_dim", "fixed", "resolution", "shading"])
+        self._last: SliceView | None = None  # the newest view computed (on show, or about to be)
+        self._runner = LatestOnly(dispatcher, self._compute_timed, self._apply, name="gplvm-latent-slice",
+                                  on_idle=self._on_idle)
 
     # ---- inputs (page thread) ----------------------------------------------------------
     @property
@@ -214,8 +207,8 @@ class LatentSlice(param.Parameterized):
     def offer(self, result: TrainedResult | None) -> None:
         """A new result to show (or None: nothing trained)."""
         if result is None:
-            with self._lock:
-                self._result, self._wanted = None, None
+            self._result = self._last = None
+            self._runner.drop()
             with param.parameterized.batch_call_watchers(self):
                 self.view = None
                 self.reconstruction = None
@@ -227,8 +220,7 @@ class LatentSlice(param.Parameterized):
                 self.fixed = [0.0] * Q
                 self.x_dim, self.y_dim = 0, min(1, Q - 1)
             self.latent_dim = Q
-        with self._lock:
-            self._result = result
+        self._result = result
         self._request()
 
     def set_fixed_from_nearest(self) -> bool:
@@ -247,43 +239,23 @@ class LatentSlice(param.Parameterized):
     def reset_fixed(self) -> None:
         self.fixed = [0.0] * self.latent_dim
 
-    def _on_slice(self, *events) -> None:
+    @param.depends("auto_dims", "x_dim", "y_dim", "fixed", "resolution", "shading", watch=True)
+    def _on_slice(self) -> None:
         if self._result is not None:
             self._request()
 
     # ---- background computation ----------------------------------------------------------
     def _request(self) -> None:
-        with self._lock:
-            if self._result is None or self._closed:
-                return
-            self._wanted = (self._result, bool(self.auto_dims), (int(self.x_dim), int(self.y_dim)),
-                            tuple(float(v) for v in self.fixed), int(self.resolution), str(self.shading))
-            if self._busy:
-                return
-            self._busy = True
-            self._idle.clear()
-        self.computing = True
-        threading.Thread(target=self._compute_loop, name="gplvm-latent-slice", daemon=True).start()
+        self._runner.submit((self._result, bool(self.auto_dims), (int(self.x_dim), int(self.y_dim)),
+                             tuple(float(v) for v in self.fixed), int(self.resolution), str(self.shading)))
+        self.computing = self._runner.busy
 
-    def _compute_loop(self) -> None:
-        while True:
-            with self._lock:
-                wanted, self._wanted = self._wanted, None
-                previous = self._done if isinstance(self._done, SliceView) else self.view
-                if wanted is None or self._closed:
-                    self._busy = False
-                    self._idle.set()
-                    return
-            t0 = time.perf_counter()
-            try:
-                done = self._compute(wanted, previous)
-            except Exception as exc:  # shown in the page; the previous view stays
-                logger.exception("Could not compute the latent slice")
-                done = exc
-            with self._lock:
-                self._done = done
-                self._compute_seconds = time.perf_counter() - t0
-            self._dispatcher.soon(self._apply)
+    def _compute_timed(self, wanted) -> tuple:
+        """(view, seconds it took) on the background thread; the view before it is the previous one."""
+        t0 = time.perf_counter()
+        view = self._compute(wanted, self._last)
+        self._last = view
+        return view, time.perf_counter() - t0
 
     def _compute(self, wanted, previous: SliceView | None) -> SliceView:
         result, auto, dims, fixed, resolution, shading = wanted
@@ -323,24 +295,24 @@ class LatentSlice(param.Parameterized):
             y = (x + 1) % Q
         return (x, y)
 
-    def _apply(self) -> None:
-        """Show the computed view (page thread)."""
-        with self._lock:
-            done, self._done = self._done, None
-            busy = self._busy
-        if isinstance(done, Exception):
-            self.error = f"Could not shade the latent map: {done}"
-        elif done is not None:
-            t0 = time.perf_counter()
-            with param.parameterized.batch_call_watchers(self):
-                self.error = ""
-                self.shading_note = self._note(done)
-                self.view = done
-                if self.auto_dims:
-                    with param.parameterized.discard_events(self):
-                        self.x_dim, self.y_dim = done.dims
-            self.cost = self._compute_seconds + time.perf_counter() - t0  # the views drew it meanwhile
-        self.computing = busy
+    def _apply(self, outcome) -> None:
+        """Show the computed view, or say why there is none (page thread; the previous view stays)."""
+        if isinstance(outcome, Exception):
+            self.error = f"Could not shade the latent map: {outcome}"
+            return
+        view, seconds = outcome
+        t0 = time.perf_counter()
+        with param.parameterized.batch_call_watchers(self):
+            self.error = ""
+            self.shading_note = self._note(view)
+            self.view = view
+            if self.auto_dims:
+                with param.parameterized.discard_events(self):
+                    self.x_dim, self.y_dim = view.dims
+        self.cost = seconds + time.perf_counter() - t0  # the views drew it meanwhile
+
+    def _on_idle(self) -> None:
+        self.computing = False
 
     @staticmethod
     def _note(view: SliceView) -> str:
@@ -367,15 +339,12 @@ class LatentSlice(param.Parameterized):
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Wait for the background work and apply it (tests and non-served use)."""
-        ok = self._idle.wait(timeout)
-        self._dispatcher.flush()
-        return ok
+        return self._runner.wait(timeout)
 
     def close(self) -> None:
         """The page is gone: forget the results (their models and arrays can be freed)."""
-        with self._lock:
-            self._closed = True
-            self._wanted = self._done = self._result = None
+        self._runner.close()
+        self._result = self._last = None
 
     # ---- questions the views ask (page thread) ---------------------------------------------
     def nearest_point(self, x: float, y: float, radius: float | None = None) -> int | None:
