@@ -106,41 +106,41 @@ def create_app(lesson=None, **explorer_options):
                        collapsible=True, margin=(6, 4), **kw)
 
     sidebar = [
-        part("lesson", card(LessonCard(lesson=ex.lesson, pace=ex.training.pace), "Lesson", help_texts.LESSON,
-                            css_classes=["gx-lesson-card"]), wrap=False),
-        part("data", card(pn.Column(DataPanel(explorer=ex), HeldOutChoice(explorer=ex), sizing_mode="stretch_width"),
+        part("lesson", card(LessonCard(lesson=ex.lesson, training=ex.training, pace=ex.training.pace), "Lesson",
+                            help_texts.LESSON, css_classes=["gx-lesson-card"]), wrap=False),
+        part("data", card(pn.Column(DataPanel.of(ex), HeldOutChoice(explorer=ex), sizing_mode="stretch_width"),
                           "1 · Data", help_texts.DATA), wrap=False),
-        part("model", card(pn.Column(ModelPanel(explorer=ex), MinibatchPanel(explorer=ex),
-                                     ModelInputsPanel(explorer=ex), DeepLayersInput(explorer=ex),
-                                     MissingDataChoice(explorer=ex), sizing_mode="stretch_width"),
+        part("model", card(pn.Column(ModelPanel.of(ex), MinibatchPanel.of(ex),
+                                     ModelInputsPanel.of(ex), DeepLayersInput.of(ex),
+                                     MissingDataChoice.of(ex), sizing_mode="stretch_width"),
                            "2 · Model", help_texts.MODEL), wrap=False),
         # kept in sight at the sidebar's foot (style.css): Train is on the first screen, whatever the height
-        part("training", card(TrainingPanel(explorer=ex), "3 · Training", help_texts.TRAINING,
+        part("training", card(TrainingPanel.of(ex, train=ex.train), "3 · Training", help_texts.TRAINING,
                               css_classes=["gx-train-card"]), wrap=False),
     ]
-    reconstruction = ReconstructionView(explorer=ex)
-    geodesic = GeodesicView(explorer=ex)
+    reconstruction = ReconstructionView.of(ex)
+    geodesic = GeodesicView.of(ex)
     main = [
-        PageErrors(explorer=ex),
-        part("status", StatusBar(explorer=ex)),  # presenter view: the lesson card shows the progress
+        PageErrors.of(ex),
+        part("status", StatusBar.of(ex)),  # presenter view: the lesson card shows the progress
         # the map and, beside it or (narrow screens) below it, the reconstruction and the ARD bars
         pn.FlexBox(
-            part("map", pn.Column(LatentMap(explorer=ex, reconstruction=reconstruction, geodesic=geodesic), geodesic,
+            part("map", pn.Column(LatentMap.of(ex, reconstruction=reconstruction, geodesic=geodesic), geodesic,
                                   sizing_mode="stretch_width", min_width=440, styles={"flex": "1 1 440px"}),
                  wrap=False),
-            pn.Column(part("reconstruction", reconstruction), part("ard", ARDPlot(explorer=ex)), width=400,
+            pn.Column(part("reconstruction", reconstruction), part("ard", ARDPlot.of(ex)), width=400,
                       styles={"flex": "0 0 400px"}),
             flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
         ),
-        part("pca", PCABesideView(explorer=ex, pca=ex.pca)),
-        part("dynamics", DynamicsView(explorer=ex)),  # shown for the models whose catalog entry has panel="dynamics"
-        part("views", MultiViewView(explorer=ex)),  # ... panel="views"
-        part("deep", DeepLayersView(explorer=ex)),  # ... panel="deep"
-        part("objective", ObjectivePlot(explorer=ex)),
+        part("pca", PCABesideView.of(ex)),
+        part("dynamics", DynamicsView.of(ex)),  # shown for the models whose catalog entry has panel="dynamics"
+        part("views", MultiViewView.of(ex)),  # ... panel="views"
+        part("deep", DeepLayersView.of(ex)),  # ... panel="deep"
+        part("objective", ObjectivePlot.of(ex)),
         part("runs", RunsView(explorer=ex)),  # every finished or stopped run: compare, show again, export
         RunPairView(explorer=ex, pair=RunPair(ex.runs)),  # two runs' maps side by side, linked row by row
-        part("imputation", ImputationView(explorer=ex)),
-        part("export", ExportPanel(explorer=ex)),
+        part("imputation", ImputationView.of(ex)),
+        part("export", ExportPanel.of(ex)),
     ]
     template = pn.template.FastListTemplate(
         title=TITLE,

@@ -2,9 +2,10 @@
 
 file -> LoadedData -> ModelSettings -> TrainingRun -> TrainedResult -> LatentSlice -> views.
 
-Each arrow is a ``param`` watcher set up here; views read the objects'
-public params and act through their methods.  Nothing is shared between
-sessions except the process-wide training limiter.
+Each arrow is a ``param`` watcher (or ``param.bind``) set up here; each view is
+given the state objects it reads (``View.of(explorer)``), reads their public
+params and acts through their methods.  Nothing is shared between sessions
+except the process-wide training limiter.
 """
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from .state.data import LoadedData
 from .state.deep import DeepLayers
 from .state.held_out import HeldOutRows
 from .state.imputation import ImputedValues, MissingValues
-from .state.labels import LabelColouring, colour_labels
 from .state.dynamics import Dynamics
 from .state.geodesic import GeodesicWalk
 from .state.latent import LatentSlice
@@ -37,6 +37,7 @@ from .state.multiview import MultiView
 from .state.restarts import Restarts
 from .state.runs import RunsTable
 from .state.settings import ModelSettings
+from .state.shown import ShownData
 from .state.training import Status, TrainingRun
 from .text import quote
 from .training.events import ACTIVE
@@ -60,7 +61,6 @@ class Explorer(param.Parameterized):
                  publish_interval: float = 1.0, notify_interval: float = 0.2, **params):
         super().__init__(**params)
         self.dispatcher = Dispatcher(doc, on_error=self._on_page_error)
-        self._colouring_cache = None
         self._summary_args = None  # the arguments of the summary on show (its 1-NN line comes later)
         self._nn_errors = LatestOnly(self.dispatcher, lambda args: (args, latent_nn_errors(args[0])),
                                      self._apply_nn_errors, name="gplvm-summary")
@@ -80,6 +80,7 @@ class Explorer(param.Parameterized):
         self.deep = DeepLayers(self.dispatcher)  # per-layer maps of models with layers
         self.runs = RunsTable(self.dispatcher)  # every finished or stopped run, to compare and show again
         self.held_out = HeldOutRows()  # a seeded 10% of the rows kept out of training, to score runs on
+        self.shown = ShownData(self.data, self.training, self.latent)  # the data on show and their colours
         self.data.param.watch(self._on_dataset, ["dataset"])
         self.data.param.watch(self._on_saved_model, ["saved_model"])
         self.training.param.watch(self._on_status, ["status"])
@@ -165,20 +166,12 @@ class Explorer(param.Parameterized):
         self.latent.close()
         self.geodesic.close()
         self._nn_errors.close()
+        self.shown.close()
         self.dispatcher.close()
 
-    def colouring(self, dataset=None) -> LabelColouring | None:
-        """Point colours for ``dataset`` (default: the data of the map on show, else the loaded data)."""
-        if dataset is None:
-            view = self.latent.view
-            dataset = view.result.dataset if view is not None else (self.training.dataset or self.data.dataset)
-        if dataset is None:
-            return None
-        if dataset is self.data.dataset:
-            return self.data.labels
-        if self._colouring_cache is None or self._colouring_cache[0] is not dataset:
-            self._colouring_cache = (dataset, colour_labels(dataset.labels, dataset.n, dataset.label_name or ""))
-        return self._colouring_cache[1]
+    def colouring(self, dataset=None):
+        """Point colours for ``dataset`` (default: the map's): the page's `ShownData.colouring`."""
+        return self.shown.colouring(dataset)
 
     # ---- wiring -----------------------------------------------------------------------
     def _on_dataset(self, event) -> None:

@@ -55,8 +55,7 @@ class PCABeside(param.Parameterized):
 
     def source(self):
         """The data set to project: the one the model on show was trained on, else the loaded one."""
-        tr = self.explorer.training
-        return tr.dataset if tr.dataset is not None and tr.result is not None else self.explorer.data.dataset
+        return self.explorer.shown.dataset
 
     def _update(self, *events) -> None:
         if not self.shown:

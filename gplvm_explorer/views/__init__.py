@@ -1,4 +1,5 @@
-"""Viewer components of the explorer: each reads the explorer's state objects; none keeps state of its own."""
+"""Viewer components of the page: each is given the state objects it reads (``View.of(explorer)`` hands them
+over by name) and keeps no state of its own."""
 from .controls import DataPanel, ModelPanel, PageErrors, StatusBar, TrainingPanel
 from .export import ExportPanel
 from .imputation import ImputationView, MissingDataChoice

@@ -14,6 +14,27 @@ logger = logging.getLogger(__name__)
 ACCENT = "#1f5f8b"
 
 
+class Reads(param.ClassSelector):
+    """A view's parameter holding one state object it reads (named as the page's part it is: ``data``,
+    ``settings``, ``training``, ``latent``, ...)."""
+
+
+class StateView(pn.viewable.Viewer):
+    """A thin view of the state objects it reads (its `Reads` parameters), never of the whole page."""
+
+    @classmethod
+    def reads(cls) -> tuple:
+        """The names of the state objects this view reads."""
+        return tuple(name for name, p in cls.param.objects("existing").items() if isinstance(p, Reads))
+
+    @classmethod
+    def of(cls, page, **params):
+        """This view of ``page``'s state objects (its attributes named as the view's `reads`; a view of the
+        page's own state, e.g. its summary, reads ``page`` itself); ``params`` give the view's other parameters."""
+        parts = {name: page if name == "page" else getattr(page, name) for name in cls.reads() if name not in params}
+        return cls(**parts, **params)
+
+
 def _read_css() -> str:
     try:
         return (Path(__file__).resolve().parents[2] / "assets" / "style.css").read_text()

@@ -10,10 +10,13 @@ from ..catalog import spec as model_spec
 from ..data.images import shape_label, square_shape
 from ..explorer import Explorer
 from ..serving import upload_hint, upload_widget, uploaded_file
-from ..state.data import NO_LABEL
+from ..state.data import NO_LABEL, LoadedData
+from ..state.latent import LatentSlice
+from ..state.settings import ModelSettings
+from ..state.training import TrainingRun
 from ..training.events import ACTIVE, Status
-from .common import (MUTED_MD, NOTE_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, escape, on_click, plain,
-                     sync)
+from .common import (MUTED_MD, NOTE_MD, OUTLINE, SMALL_MD, STATUS_STYLES, STYLESHEET, LiveHTML, Reads, StateView,
+                     escape, on_click, plain, sync)
 
 _ACTIVE = {s.value for s in ACTIVE}
 
@@ -26,14 +29,14 @@ def _alert_text(text: str) -> str:
     return escape(text, None, multiline=True)
 
 
-class DataPanel(pn.viewable.Viewer):
+class DataPanel(StateView):
     """Pick a sample or upload a file; label column, standardisation, summary, errors."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    data = Reads(class_=LoadedData)
 
     def __init__(self, **params):
         super().__init__(**params)
-        data = self.explorer.data
+        data = self.data
         self.sample_select = pn.widgets.Select(label="Data set (bundled sample or your file)",
                                                options=data.sample_titles(), value=data.sample,
                                                sizing_mode="stretch_width")
@@ -74,7 +77,7 @@ class DataPanel(pn.viewable.Viewer):
         self._refresh()
 
     def _on_name(self, *events):
-        self.sample_select.options = self.explorer.data.sample_titles()
+        self.sample_select.options = self.data.sample_titles()
 
     def _new_dropper(self):
         dropper = upload_widget(sizing_mode="stretch_width", stylesheets=[_DROPPER_CSS])
@@ -89,7 +92,7 @@ class DataPanel(pn.viewable.Viewer):
         # taken out of the dropper: the value is announced again when the dropper later reports the
         # file removed (replaced by the next one), and must not load twice; the bytes are not kept twice
         event.obj.value.pop(name, None)
-        if not self.explorer.data.load_upload(content, name):
+        if not self.data.load_upload(content, name):
             # refused: the dropper would keep the file's green "Upload complete" tile beside the error,
             # and it cannot be told to drop it, so an empty dropper takes its place
             self.file_input = self._new_dropper()
@@ -97,7 +100,7 @@ class DataPanel(pn.viewable.Viewer):
             self._on_locked()
 
     def _refresh(self, *events):
-        data = self.explorer.data
+        data = self.data
         lines = data.summary_lines()
         head, rest = lines[0], lines[1:]
         self.summary.object = (f"<p><b>{escape(head)}</b></p><ul>"
@@ -118,7 +121,7 @@ class DataPanel(pn.viewable.Viewer):
         self._on_locked()
 
     def _show_image_options(self) -> None:
-        data = self.explorer.data
+        data = self.data
         choices = data.image_choices()
         self._showing_image = True
         try:
@@ -135,18 +138,18 @@ class DataPanel(pn.viewable.Viewer):
 
     def _on_image_pick(self, event) -> None:
         if not self._showing_image:
-            self.explorer.data.image_shape = event.new
+            self.data.image_shape = event.new
 
     def _on_image_confirm(self, event) -> None:
-        ds = self.explorer.data.dataset
+        ds = self.data.dataset
         shape = None if ds is None else square_shape(ds.file_columns or 0)
         if shape is not None:
-            self.explorer.data.image_shape = "{}x{}".format(*shape)
+            self.data.image_shape = "{}x{}".format(*shape)
 
     def _on_locked(self, *events):
         for w in (self.sample_select, self.file_input, self.label_select, self.standardize, self.image_select,
                   self.image_confirm):
-            w.disabled = self.explorer.data.locked
+            w.disabled = self.data.locked
 
     def __panel__(self):
         return pn.Column(
@@ -159,14 +162,14 @@ class DataPanel(pn.viewable.Viewer):
         )
 
 
-class ModelPanel(pn.viewable.Viewer):
+class ModelPanel(StateView):
     """Model kind, kernel, likelihood, Q, M, initialisation, optimiser, iterations, seed."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    settings = Reads(class_=ModelSettings)
 
     def __init__(self, **params):
         super().__init__(**params)
-        s = self.explorer.settings
+        s = self.settings
         inv = lambda d: {v: k for k, v in d.items()}  # noqa: E731
         self.model = pn.widgets.Select(label="Model", options={m.display_name: k for k, m in CATALOG.items()},
                                        value=s.model, sizing_mode="stretch_width")
@@ -210,7 +213,7 @@ class ModelPanel(pn.viewable.Viewer):
         self._refresh()
 
     def _refresh(self, *events):
-        s = self.explorer.settings
+        s = self.settings
         opts = s.kernel_options()
         if set(self.kernel.options.values()) != set(opts.values()):
             self.kernel.options = opts
@@ -235,7 +238,7 @@ class ModelPanel(pn.viewable.Viewer):
         self._on_locked()
 
     def _on_locked(self, *events):
-        s = self.explorer.settings
+        s = self.settings
         for w in (self.model, self.kernel, self.bias, self.white, self.latent_dim, self.num_inducing,
                   self.init, self.optimizer, self.max_iters, self.until_converged, self.seed):
             w.disabled = s.locked
@@ -252,47 +255,47 @@ class ModelPanel(pn.viewable.Viewer):
         )
 
 
-class TrainingPanel(pn.viewable.Viewer):
+class TrainingPanel(StateView):
     """Train / Pause / Resume / Stop and the training messages."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    settings = Reads(class_=ModelSettings)
+    training = Reads(class_=TrainingRun)
+    train = param.Callable(doc="Train with the page's data and settings (Explorer.train).")
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         self.train_btn = pn.widgets.Button(label="▶ Train", color="primary", sizing_mode="stretch_width",
                                            css_classes=["gx-train"])
         self.pause_btn = pn.widgets.Button(label="❚❚ Pause", color="default", sizing_mode="stretch_width",
                                            disabled=True)
         self.stop_btn = pn.widgets.Button(label="■ Stop", color="danger", sizing_mode="stretch_width",
                                           disabled=True, **OUTLINE)
-        on_click(self.train_btn, lambda e: ex.train())
+        on_click(self.train_btn, lambda e: self.train())
         on_click(self.pause_btn, self._on_pause)
-        on_click(self.stop_btn, lambda e: ex.training.stop())
+        on_click(self.stop_btn, lambda e: self.training.stop())
         self.message = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width",
                                      css_classes=["gx-train-message"])
-        ex.training.param.watch(self._refresh, ["status", "message", "message_kind"])
-        ex.settings.param.watch(self._refresh, ["errors"])
+        self.training.param.watch(self._refresh, ["status", "message", "message_kind"])
+        self.settings.param.watch(self._refresh, ["errors"])
         self._refresh()
 
     def _on_pause(self, event):
-        tr = self.explorer.training
+        tr = self.training
         if tr.status == Status.PAUSED.value:
             tr.resume()
         else:
             tr.pause()
 
     def _refresh(self, *events):
-        ex = self.explorer
-        st = ex.training.status
-        self.train_btn.disabled = st in _ACTIVE or bool(ex.settings.errors)
+        st = self.training.status
+        self.train_btn.disabled = st in _ACTIVE or bool(self.settings.errors)
         controllable = st in ("queued", "starting", "running", "paused")
         self.pause_btn.disabled = not controllable
         self.pause_btn.label = "▶ Resume" if st == "paused" else "❚❚ Pause"
         self.stop_btn.disabled = not controllable
-        self.message.alert_type = ex.training.message_kind
-        self.message.object = _alert_text(ex.training.message)
-        self.message.visible = bool(ex.training.message)
+        self.message.alert_type = self.training.message_kind
+        self.message.object = _alert_text(self.training.message)
+        self.message.visible = bool(self.training.message)
 
     def __panel__(self):
         return pn.Column(self.train_btn, pn.Row(self.pause_btn, self.stop_btn, sizing_mode="stretch_width"),
@@ -408,26 +411,27 @@ def stale_text(trained, loaded) -> str:
     return f"The map and plots show the model of {old}; press Train to fit {new}."
 
 
-class StatusBar(pn.viewable.Viewer):
+class StatusBar(StateView):
     """Progress bar with iteration, objective, iterations per second, elapsed time."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    data = Reads(class_=LoadedData)
+    settings = Reads(class_=ModelSettings)
+    training = Reads(class_=TrainingRun)
+    page = Reads(class_=Explorer, doc="The page's own state (its warming up, summary, errors).")
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         self.bar = pn.indicators.Progress(value=0, max=1, bar_color="primary", sizing_mode="stretch_width",
                                           height=12, margin=(6, 10, 2, 10))
         self.text = LiveHTML("", sizing_mode="stretch_width", stylesheets=[STYLESHEET], margin=(0, 10))
-        ex.training.param.watch(self._refresh, ["status", "iteration", "max_iters", "objective", "queue_position"])
-        ex.param.watch(self._refresh, ["warming_up", "result_source"])
-        ex.data.param.watch(self._refresh, ["dataset"])
-        ex.settings.param.watch(self._refresh, ["suggestion", "notes"])
+        self.training.param.watch(self._refresh, ["status", "iteration", "max_iters", "objective", "queue_position"])
+        self.page.param.watch(self._refresh, ["warming_up", "result_source"])
+        self.data.param.watch(self._refresh, ["dataset"])
+        self.settings.param.watch(self._refresh, ["suggestion", "notes"])
         self._refresh()
 
     def _refresh(self, *events):
-        ex = self.explorer
-        tr = ex.training
+        tr = self.training
         st = tr.status
         self.bar.max = max(1, tr.max_iters)
         self.bar.value = -1 if st in ("starting", "queued") else int(min(tr.iteration, self.bar.max))
@@ -435,11 +439,11 @@ class StatusBar(pn.viewable.Viewer):
                               "paused": "warning", "queued": "warning"}.get(st, "primary")
         badge = {"idle": "ready", "running": "training"}.get(st, st)
         warm = (" <span class='gx-warm'>· Compiling numerical kernels… (once per server start)</span>"
-                if ex.warming_up else "")
+                if self.page.warming_up else "")
         stale = ""
-        if ex.result_is_stale and st not in ACTIVE:
-            stale = f" <span class='gx-stale'>· {escape(stale_text(tr.result.dataset, ex.data.dataset))}</span>"
-        proposal = proposal_text(ex.settings) if st == "idle" else ""
+        if self.page.result_is_stale and st not in ACTIVE:
+            stale = f" <span class='gx-stale'>· {escape(stale_text(tr.result.dataset, self.data.dataset))}</span>"
+        proposal = proposal_text(self.settings) if st == "idle" else ""
         if proposal:
             proposal = f" <span class='gx-proposal'>· {escape(proposal)}</span>"
         self.text.object = (f"<span class='gx-badge gx-{st}'>{badge}</span> "
@@ -450,20 +454,21 @@ class StatusBar(pn.viewable.Viewer):
         return pn.Column(self.text, self.bar, sizing_mode="stretch_width", styles=STATUS_STYLES)
 
 
-class PageErrors(pn.viewable.Viewer):
+class PageErrors(StateView):
     """Unexpected errors in page updates: logged on the server and shown here."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    latent = Reads(class_=LatentSlice)
+    page = Reads(class_=Explorer, doc="The page's own state (its warming up, summary, errors).")
 
     def __init__(self, **params):
         super().__init__(**params)
         self.alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                    css_classes=["gx-page-error"])
-        self.explorer.param.watch(self._refresh, ["page_error"])
-        self.explorer.latent.param.watch(self._refresh, ["error"])
+        self.page.param.watch(self._refresh, ["page_error"])
+        self.latent.param.watch(self._refresh, ["error"])
 
     def _refresh(self, *events):
-        text = " ".join(t for t in (self.explorer.page_error, self.explorer.latent.error) if t)
+        text = " ".join(t for t in (self.page.page_error, self.latent.error) if t)
         self.alert.object = _alert_text(text)
         self.alert.visible = bool(text)
 

@@ -19,8 +19,10 @@ from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, FactorRange, FixedTicker, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 
-from ..explorer import Explorer
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, plain, sync, title_with_help
+from ..state.deep import DeepLayers
+from ..state.settings import ModelSettings
+from ..state.shown import ShownData
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, Reads, StateView, escape, plain, sync, title_with_help
 from .reconstruction import GREYS
 
 HELP = """**Deep GP: one map per layer.** The data are generated from the first hidden layer, that
@@ -47,14 +49,14 @@ def _layer_title(index: int, count: int) -> str:
     return f"Layer {index + 1}"
 
 
-class DeepLayersInput(pn.viewable.Viewer):
+class DeepLayersInput(StateView):
     """The layers text of the Model card (only for models whose catalog entry takes layers)."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    settings = Reads(class_=ModelSettings)
 
     def __init__(self, **params):
         super().__init__(**params)
-        s = self.explorer.settings
+        s = self.settings
         self.text = pn.widgets.TextInput(label="Layer dims, data side first (e.g. 5, 2)", value=s.layers,
                                          sizing_mode="stretch_width", css_classes=["gx-layers"])
         sync(self.text, s, "layers")
@@ -65,7 +67,7 @@ class DeepLayersInput(pn.viewable.Viewer):
         self._refresh()
 
     def _refresh(self, *events):
-        s = self.explorer.settings
+        s = self.settings
         show = "layers" in s.spec.inputs
         self.text.visible = self.note.visible = show
         self.text.disabled = s.locked
@@ -142,14 +144,14 @@ class _LayerPlot:
         self.marker_src.data = {"x": [float(location[xd])], "y": [float(location[yd]) if yd is not None else 0.0]}
 
 
-class DeepLayersView(pn.viewable.Viewer):
+class DeepLayersView(StateView):
     """Per-layer latent maps side by side, with the top layer's picked row through every layer."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    deep = Reads(class_=DeepLayers)
+    shown = Reads(class_=ShownData)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         self.title = title_with_help("Layers: one latent map per layer", HELP)
         self.text = pn.pane.HTML(escape("Train a deep GP to see its layers."), sizing_mode="stretch_width",
                                  stylesheets=[MUTED_MD], margin=(0, 10), css_classes=["gx-deep-text"])
@@ -162,16 +164,16 @@ class DeepLayersView(pn.viewable.Viewer):
         self._recon = None
         self.layout = pn.Column(self.title, self.text, self.maps_row, self.legend, self.recon_row, sizing_mode="stretch_width",
                                 styles=PANEL_STYLES, visible=False, css_classes=["gx-deep"])
-        ex.deep.param.watch(self._on_maps, ["maps"])
-        ex.deep.param.watch(self._on_selection, ["selection"])
-        ex.deep.param.watch(self._on_error, ["error"])
+        self.deep.param.watch(self._on_maps, ["maps"])
+        self.deep.param.watch(self._on_selection, ["selection"])
+        self.deep.param.watch(self._on_error, ["error"])
         self._on_maps()
 
     # ---- updates ------------------------------------------------------------------------------
     def _colours(self, result):
         ds = result.dataset
         n = len(result.X_mean)
-        col = self.explorer.colouring(ds) if ds is not None else None
+        col = self.shown.colouring(ds) if ds is not None else None
         if col is None or col.n != n:
             return [ACCENT] * n, [""] * n
         colours = [col.colours[c] for c in col.codes]
@@ -179,7 +181,7 @@ class DeepLayersView(pn.viewable.Viewer):
         return colours, labels
 
     def _on_maps(self, *events):
-        deep = self.explorer.deep
+        deep = self.deep
         maps, result = deep.maps, deep.result
         self.layout.visible = bool(maps)
         if not maps:
@@ -200,7 +202,7 @@ class DeepLayersView(pn.viewable.Viewer):
     def _legend(self, result) -> str:
         """Label colours as HTML: the colours are the app's palette, the names are escaped user text."""
         ds = result.dataset
-        col = self.explorer.colouring(ds) if ds is not None else None
+        col = self.shown.colouring(ds) if ds is not None else None
         if col is None or not col.name or col.n != len(result.X_mean):
             return ""
         items = "".join(f"<span style='white-space:nowrap;margin-right:10px'><span style='display:inline-block;"
@@ -209,18 +211,18 @@ class DeepLayersView(pn.viewable.Viewer):
         return f"<p>{escape(col.name, 40)}: {items}</p>"
 
     def _on_tap(self, event):
-        deep = self.explorer.deep
+        deep = self.deep
         row = deep.nearest_top(float(event.x), float(event.y))
         if row is not None:
             deep.select(row)
 
     def _on_error(self, *events):
-        err = self.explorer.deep.error
+        err = self.deep.error
         if err:
             self.text.object = escape(err)
 
     def _on_selection(self, *events):
-        deep = self.explorer.deep
+        deep = self.deep
         sel, maps = deep.selection, deep.maps
         for plot, layer in zip(self._plots, maps):
             plot.mark(layer, None if sel is None else sel.locations[layer.index])

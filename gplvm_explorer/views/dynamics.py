@@ -17,9 +17,9 @@ from bokeh.models import (BoxAnnotation, ColumnDataSource, Legend, LegendItem,
                           LinearColorMapper, Range1d, Span)
 from bokeh.plotting import figure
 
-from ..explorer import Explorer
-from ..state.dynamics import is_dynamical
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, label_feature_axis, plain, title_with_help
+from ..state.dynamics import Dynamics, is_dynamical
+from ..state.latent import LatentSlice
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, Reads, StateView, escape, label_feature_axis, plain, title_with_help
 from .reconstruction import GREYS
 
 HELP = """**Dynamics.** The dynamical GP-LVM puts a Gaussian-process prior over time on the latent
@@ -40,15 +40,15 @@ def _legend_below(fig, items) -> None:
     fig.add_layout(legend, "below")
 
 
-class DynamicsView(pn.viewable.Viewer):
+class DynamicsView(StateView):
     """Shown for results of models whose catalog entry has ``panel == "dynamics"``."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    latent = Reads(class_=LatentSlice)
+    dynamics = Reads(class_=Dynamics)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
-        dyn = ex.dynamics
+        dyn = self.dynamics
         self.title = title_with_help("Dynamics: the latent trajectory over time", HELP)
         self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                  css_classes=["gx-dyn-text"])
@@ -129,27 +129,27 @@ class DynamicsView(pn.viewable.Viewer):
                                 visible=False, css_classes=["gx-dynamics"])
         dyn.param.watch(self._on_trajectory, ["trajectory"])
         dyn.param.watch(self._on_frame, ["frame"])
-        ex.latent.param.watch(lambda e: self._draw_latent(), ["view"])
+        self.latent.param.watch(lambda e: self._draw_latent(), ["view"])
 
     # ---- time controls ----------------------------------------------------------------
     def _grid_index(self, t: float) -> int:
-        tr = self.explorer.dynamics.trajectory
+        tr = self.dynamics.trajectory
         return 0 if tr is None else int(np.argmin(np.abs(tr.times - t)))
 
     def _on_slider(self, event):
         if not self._syncing:
-            self.explorer.dynamics.time = float(event.new)
+            self.dynamics.time = float(event.new)
 
     def _on_player(self, event):
-        tr = self.explorer.dynamics.trajectory
+        tr = self.dynamics.trajectory
         if self._syncing or tr is None:
             return
         i = int(min(max(event.new, 0), tr.times.size - 1))
-        self.explorer.dynamics.time = float(tr.times[i])
+        self.dynamics.time = float(tr.times[i])
 
     # ---- drawing ------------------------------------------------------------------------
     def _on_trajectory(self, *events):
-        tr = self.explorer.dynamics.trajectory
+        tr = self.dynamics.trajectory
         self.layout.visible = tr is not None
         if tr is None:
             return
@@ -186,13 +186,13 @@ class DynamicsView(pn.viewable.Viewer):
         self._draw_series()
 
     def _dims(self):
-        tr = self.explorer.dynamics.trajectory
+        tr = self.dynamics.trajectory
         Q = tr.latent_mean.shape[1]
-        xd, yd = self.explorer.latent.shown_dims
+        xd, yd = self.latent.shown_dims
         return (xd % Q, yd % Q) if Q > 1 else (0, 0)
 
     def _draw_latent(self):
-        tr = self.explorer.dynamics.trajectory
+        tr = self.dynamics.trajectory
         if tr is None:
             return
         xd, yd = self._dims()
@@ -201,7 +201,7 @@ class DynamicsView(pn.viewable.Viewer):
         self.data_src.data = {"x": X[:, xd], "y": X[:, yd], "t": tr.data_times}
         self.latent_fig.xaxis.axis_label = f"x{xd + 1}"
         self.latent_fig.yaxis.axis_label = f"x{yd + 1}"
-        view = self.explorer.latent.view
+        view = self.latent.view
         # the map's variance shading under the trajectory (not its magnification: this view's scale is variance)
         if view is not None and view.grid is not None and view.grid.kind == "variance" \
                 and tuple(view.dims) == (xd, yd) and view.result.run_id == tr.result.run_id:
@@ -213,7 +213,7 @@ class DynamicsView(pn.viewable.Viewer):
         self._on_frame()
 
     def _draw_series(self):
-        tr = self.explorer.dynamics.trajectory
+        tr = self.dynamics.trajectory
         if tr is None or self.feature.value is None:
             return
         j = int(self.feature.value)
@@ -225,7 +225,7 @@ class DynamicsView(pn.viewable.Viewer):
         self.series_fig.yaxis.axis_label = plain(ds.feature_names[j], 40) if ds is not None else "value"
 
     def _on_frame(self, *events):
-        dyn = self.explorer.dynamics
+        dyn = self.dynamics
         fr, tr = dyn.frame, dyn.trajectory
         if fr is None or tr is None:
             return

@@ -12,17 +12,22 @@ import param
 
 from .. import export, help_texts
 from ..explorer import Explorer
-from .common import OUTLINE, PANEL_STYLES, escape, title_with_help
+from ..state.latent import LatentSlice
+from ..state.shown import ShownData
+from ..state.training import TrainingRun
+from .common import OUTLINE, PANEL_STYLES, Reads, StateView, escape, title_with_help
 
 logger = logging.getLogger(__name__)
 
 
-class ExportPanel(pn.viewable.Viewer):
-    explorer = param.ClassSelector(class_=Explorer)
+class ExportPanel(StateView):
+    training = Reads(class_=TrainingRun)
+    latent = Reads(class_=LatentSlice)
+    shown = Reads(class_=ShownData)
+    page = Reads(class_=Explorer, doc="The page's own state (its warming up, summary, errors).")
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         kw = dict(**OUTLINE, color="primary", sizing_mode="stretch_width", margin=(4, 5))
         self.csv = pn.widgets.FileDownload(callback=self._csv, filename="latents.csv",
                                            label="Latent coordinates (CSV)", **kw)
@@ -43,17 +48,16 @@ class ExportPanel(pn.viewable.Viewer):
             else { const t = document.createElement('textarea'); t.value = text; document.body.appendChild(t);
                    t.select(); document.execCommand('copy'); document.body.removeChild(t); }
         """)
-        ex.param.watch(self._refresh, ["summary"])
-        ex.latent.param.watch(self._refresh, ["view"])
-        ex.training.param.watch(self._refresh, ["result"])
+        self.page.param.watch(self._refresh, ["summary"])
+        self.latent.param.watch(self._refresh, ["view"])
+        self.training.param.watch(self._refresh, ["result"])
         self._refresh()
 
     def _refresh(self, *events):
-        ex = self.explorer
-        self.summary.value = ex.summary
-        result = ex.training.result
+        self.summary.value = self.page.summary
+        result = self.training.result
         self.csv.disabled = result is None
-        self.png.disabled = self.html.disabled = ex.latent.view is None
+        self.png.disabled = self.html.disabled = self.latent.view is None
         self.npz.disabled = result is None or not result.final
 
     def _guard(self, build):
@@ -67,24 +71,22 @@ class ExportPanel(pn.viewable.Viewer):
             return io.BytesIO(b"")
 
     def _csv(self):
-        return self._guard(lambda: export.latents_csv(self.explorer.training.result))
+        return self._guard(lambda: export.latents_csv(self.training.result))
 
     def _npz(self):
-        tr = self.explorer.training
+        tr = self.training
         return self._guard(lambda: export.model_npz(tr.result, tr.trace.data))
 
     def _png(self):
-        ex = self.explorer
-        return self._guard(lambda: export.latent_png(ex.latent.view, ex.colouring()))
+        return self._guard(lambda: export.latent_png(self.latent.view, self.shown.colouring()))
 
     def _html(self):
-        ex = self.explorer
 
         def build():
-            view = ex.latent.view
+            view = self.latent.view
             if view is None:
                 raise ValueError("Train a model first.")
-            rgb = export.latent_rgba(view, ex.colouring(), size=700)
+            rgb = export.latent_rgba(view, self.shown.colouring(), size=700)
             x0, y0, x1, y1 = view.extent
             xd, yd = view.dims
             plot = hv.RGB(rgb, bounds=(x0, y0, x1, y1), kdims=[f"latent x{xd + 1}", f"latent x{yd + 1}"]).opts(

@@ -17,8 +17,10 @@ from bokeh.models import ColumnDataSource, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 
 from .. import help_texts
-from ..explorer import Explorer
-from .common import ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, LiveHTML, escape, label_feature_axis, sync
+from ..state.geodesic import GeodesicWalk
+from ..state.latent import LatentSlice
+from .common import (ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, LiveHTML, Reads, StateView, escape, label_feature_axis,
+                     sync)
 from .common import title_with_help
 from .reconstruction import GREYS
 
@@ -34,14 +36,15 @@ def _no_xy() -> dict:
     return {"x": [], "y": []}
 
 
-class GeodesicView(pn.viewable.Viewer):
+class GeodesicView(StateView):
     """The geodesic's card: its lengths and the walk along it; draws the path on the map's figure."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    latent = Reads(class_=LatentSlice)
+    geodesic = Reads(class_=GeodesicWalk)
 
     def __init__(self, **params):
         super().__init__(**params)
-        walk = self.explorer.geodesic
+        walk = self.geodesic
         self.toggle = sync(pn.widgets.Toggle(label="Geodesic", value=walk.active, **OUTLINE, color="primary",
                                              margin=(8, 5, 0, 8), height=30, width=100), walk, "active")
         # drawn on the map's figure (draw_on)
@@ -97,7 +100,7 @@ class GeodesicView(pn.viewable.Viewer):
 
     def on_map_click(self, x: float, y: float) -> None:
         """A click on the map: in geodesic mode it picks an end."""
-        walk = self.explorer.geodesic
+        walk = self.geodesic
         if walk.active:
             walk.pick(x, y)
 
@@ -136,7 +139,7 @@ class GeodesicView(pn.viewable.Viewer):
 
     # ---- updates --------------------------------------------------------------------------------
     def _on_state(self, *events) -> None:
-        walk = self.explorer.geodesic
+        walk = self.geodesic
         self._layout.visible = walk.active or walk.path is not None
         if walk.error:
             self.text.object = escape(walk.error)
@@ -148,7 +151,7 @@ class GeodesicView(pn.viewable.Viewer):
             self._draw_ends()
 
     def _draw_ends(self) -> None:
-        walk, v = self.explorer.geodesic, self.explorer.latent.view
+        walk, v = self.geodesic, self.latent.view
         if v is None or not walk.ends:
             self.ends_source.data = _no_xy()
             if walk.path is None:
@@ -160,7 +163,7 @@ class GeodesicView(pn.viewable.Viewer):
             self.path_source.data = self.straight_source.data = self.frame_source.data = _no_xy()
 
     def _on_path(self, *events) -> None:
-        walk = self.explorer.geodesic
+        walk = self.geodesic
         p = walk.path
         self._on_state()
         if p is None:
@@ -206,7 +209,7 @@ class GeodesicView(pn.viewable.Viewer):
         self.frame_fig.y_range.update(start=0, end=h)
 
     def _on_frame(self, *events) -> None:
-        walk = self.explorer.geodesic
+        walk = self.geodesic
         p = walk.path
         if p is None:
             return

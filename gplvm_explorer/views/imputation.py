@@ -20,10 +20,11 @@ from bokeh.palettes import Inferno256
 from bokeh.plotting import figure
 
 from .. import export, help_texts
-from ..explorer import Explorer
-from ..state.imputation import MISSING_CHOICES
-from .common import (ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, SMALL_MD, escape, label_feature_axis, on_click,
-                     sync, title_with_help)
+from ..state.data import LoadedData
+from ..state.imputation import MISSING_CHOICES, ImputedValues, MissingValues
+from ..state.settings import ModelSettings
+from .common import (ACCENT, MUTED_MD, OUTLINE, PANEL_STYLES, SMALL_MD, Reads, StateView, escape, label_feature_axis,
+                     on_click, sync, title_with_help)
 from .reconstruction import GREYS
 
 logger = logging.getLogger(__name__)
@@ -37,48 +38,47 @@ HINT = ("Train a model on data with missing cells to see them filled in here "
 MAX_LISTED = 12
 
 
-class MissingDataChoice(pn.viewable.Viewer):
+class MissingDataChoice(StateView):
     """Model card: how the chosen model deals with the data's missing cells."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    data = Reads(class_=LoadedData)
+    settings = Reads(class_=ModelSettings)
+    missing = Reads(class_=MissingValues)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width",
                                   css_classes=["gx-missing-note"])
         self.choice = pn.widgets.RadioButtonGroup(options={label: key for key, label in MISSING_CHOICES.items()},
-                                                  value=ex.missing.choice, orientation="vertical", color="primary",
+                                                  value=self.missing.choice, orientation="vertical", color="primary",
                                                   **OUTLINE, visible=False, sizing_mode="stretch_width",
                                                   css_classes=["gx-missing-choice"])
-        sync(self.choice, ex.missing, "choice")
-        ex.data.param.watch(self._refresh, ["dataset"])
-        ex.settings.param.watch(self._refresh, ["model", "locked"])
+        sync(self.choice, self.missing, "choice")
+        self.data.param.watch(self._refresh, ["dataset"])
+        self.settings.param.watch(self._refresh, ["model", "locked"])
         self._refresh()
 
     def _refresh(self, *events):
-        ex = self.explorer
-        spec, ds = ex.settings.spec, ex.data.dataset
-        text = ex.missing.advice(ds, spec)
+        spec, ds = self.settings.spec, self.data.dataset
+        text = self.missing.advice(ds, spec)
         self.note.object = escape(text, None)
         self.note.alert_type = "info" if spec.handles_missing else "warning"
         self.note.visible = bool(text)
         self.choice.visible = bool(text) and not spec.handles_missing
-        self.choice.disabled = ex.settings.locked
+        self.choice.disabled = self.settings.locked
 
     def __panel__(self):
         return pn.Column(self.note, self.choice, sizing_mode="stretch_width", margin=(0, 0, 4, 0))
 
 
-class ImputationView(pn.viewable.Viewer):
+class ImputationView(StateView):
     """Observed vs filled-in values of one training row, and the CSV download."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    imputation = Reads(class_=ImputedValues)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
-        state = ex.imputation
+        state = self.imputation
         self.title = title_with_help("Imputed values", help_texts.IMPUTATION)
         self.text = pn.pane.HTML(escape(HINT), sizing_mode="stretch_width", stylesheets=[MUTED_MD],
                                  margin=(0, 10), css_classes=["gx-imputed-text"])
@@ -153,8 +153,7 @@ class ImputationView(pn.viewable.Viewer):
 
     # ---- updates ---------------------------------------------------------------------
     def _refresh(self, *events):
-        ex = self.explorer
-        state = ex.imputation
+        state = self.imputation
         result = state.result
         self.error.object = escape(state.error, None)
         self.error.visible = bool(state.error)
@@ -278,7 +277,7 @@ class ImputationView(pn.viewable.Viewer):
     def _csv(self):
         try:
             self.error.visible = False
-            return io.BytesIO(export.imputed_csv(self.explorer.imputation.result))
+            return io.BytesIO(export.imputed_csv(self.imputation.result))
         except Exception as exc:
             logger.exception("Imputed-data export failed")
             self.error.object = escape(f"Export failed: {exc}", None)

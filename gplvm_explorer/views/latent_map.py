@@ -39,11 +39,16 @@ from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, HoverTool, Label
 from bokeh.plotting import figure
 
 from .. import help_texts
-from ..explorer import Explorer
+from ..dispatch import Dispatcher
 from ..export import MAGNIFICATION_CMAP, VARIANCE_CMAP
 from ..raster import BackgroundRaster, PointRaster
+from ..state.data import LoadedData
 from ..state.labels import LabelColouring
-from .common import MUTED_MD, OUTLINE, PANEL_STYLES, LiveHTML, escape, on_click, plain, sync, title_with_help
+from ..state.latent import LatentSlice
+from ..state.shown import ShownData
+from ..state.training import TrainingRun
+from .common import (MUTED_MD, OUTLINE, PANEL_STYLES, LiveHTML, Reads, StateView, escape, on_click, plain, sync,
+                     title_with_help)
 from .page_prediction import (CLICK_JS, no_predictor, page_drawn_source, page_units, predictor_columns,
                               slice_columns)
 
@@ -98,10 +103,14 @@ SHADING_TITLES = {"variance": "predictive variance (light = confident)",
                   "magnification": "magnification, log scale (dark = most stretched)"}
 
 
-class LatentMap(pn.viewable.Viewer):
-    """The map of one explorer's LatentSlice."""
+class LatentMap(StateView):
+    """The map of one page's LatentSlice."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    data = Reads(class_=LoadedData)
+    training = Reads(class_=TrainingRun)
+    latent = Reads(class_=LatentSlice)
+    shown = Reads(class_=ShownData)
+    dispatcher = Reads(class_=Dispatcher)
     raster_above = param.Integer(default=RASTER_ABOVE)
     reconstruction = param.Parameter(default=None, doc=(
         "The page's ReconstructionView: clicks are predicted and drawn by the page into its sources."))
@@ -110,8 +119,7 @@ class LatentMap(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
-        lat = ex.latent
+        lat = self.latent
         self.glyph_source = ColumnDataSource({"x": [], "y": [], "colour": [], "label": [], "index": []},
                                              name="latent-points")
         self.marker_source = page_drawn_source({"x": [], "y": [], "marker": [], "colour": []})
@@ -127,7 +135,7 @@ class LatentMap(pn.viewable.Viewer):
         self.slice_source = ColumnDataSource(slice_columns(None), syncable=False)
         self._page_result = None  # the result whose factors the page holds
         self.page_predicts = False
-        self._raster = BackgroundRaster(ex.dispatcher, self._apply_raster, on_error=self._raster_failed)
+        self._raster = BackgroundRaster(self.dispatcher, self._apply_raster, on_error=self._raster_failed)
         self._raster_asked = None  # (view, extent) of the newest raster request
         self._mode = (False, self._colouring())  # (raster?, colouring) of the points on show
         self._last_pointer = 0.0
@@ -168,15 +176,15 @@ class LatentMap(pn.viewable.Viewer):
         lat.param.watch(self._on_dims, ["auto_dims", "x_dim", "y_dim"])
         lat.param.watch(self._on_fixed, ["fixed"])
         lat.param.watch(self._on_reconstruction, ["reconstruction"])
-        ex.training.param.watch(self._on_legend, ["dataset"])
-        ex.data.param.watch(self._on_legend, ["labels"])
-        ex.data.param.watch(self._clear_hover, ["dataset"])  # "Point #j" named a row of the data before
+        self.training.param.watch(self._on_legend, ["dataset"])
+        self.data.param.watch(self._on_legend, ["labels"])
+        self.data.param.watch(self._clear_hover, ["dataset"])  # "Point #j" named a row of the data before
         self._on_latent_dim()
         self._on_legend()
 
     # ---- the plot ------------------------------------------------------------------------
     def _colouring(self) -> LabelColouring | None:
-        return self.explorer.colouring()
+        return self.shown.colouring()
 
     def _figure(self):
         """The map's figure, built once: variance image, points' image, glyphs, markers, colour bar."""
@@ -231,7 +239,7 @@ class LatentMap(pn.viewable.Viewer):
     def _show_grid(self, v) -> None:
         """The variance grid of view ``v`` (None: the empty map with its hint), the axes at its extent."""
         fig = self.figure
-        xd, yd = self.explorer.latent.shown_dims
+        xd, yd = self.latent.shown_dims
         fig.xaxis.axis_label, fig.yaxis.axis_label = f"latent x{xd + 1}", f"latent x{yd + 1}"
         if v is None or v.grid is None:
             for source in (self.variance_source, self.magnification_source):
@@ -267,7 +275,7 @@ class LatentMap(pn.viewable.Viewer):
         self.hover_text.object = ""
 
     def _on_view(self, *events) -> None:
-        v = self.explorer.latent.view
+        v = self.latent.view
         old = events[0].old if events else None
         if v is None or old is None or old.result.run_id != v.result.run_id:
             self._clear_hover()  # the caption named a point of another run's map
@@ -307,7 +315,7 @@ class LatentMap(pn.viewable.Viewer):
 
     def _show_slice(self) -> None:
         if self.reconstruction is not None:
-            self.slice_source.data = slice_columns(self.explorer.latent.view, self.follow.value)
+            self.slice_source.data = slice_columns(self.latent.view, self.follow.value)
 
     # ---- the points' raster ------------------------------------------------------------------
     def _request_raster(self, v, extent) -> None:
@@ -337,7 +345,7 @@ class LatentMap(pn.viewable.Viewer):
         return {"packed": [], "width": [], "height": [], "x": [], "y": [], "dw": [], "dh": []}
 
     def _raster_failed(self, exc: Exception) -> None:
-        self.explorer.latent.error = f"Could not draw the latent points: {exc}"
+        self.latent.error = f"Could not draw the latent points: {exc}"
 
     def _clear_raster(self) -> None:
         self._raster_asked = None
@@ -346,7 +354,7 @@ class LatentMap(pn.viewable.Viewer):
 
     def _on_ranges(self, event) -> None:
         """A zoom or pan: the points again at the visible range (Bokeh calls this under the document lock)."""
-        v = self.explorer.latent.view
+        v = self.latent.view
         if v is None or not self._mode[0] or None in (event.x0, event.x1, event.y0, event.y1):
             return
         extent = (float(event.x0), float(event.y0), float(event.x1), float(event.y1))
@@ -395,7 +403,7 @@ class LatentMap(pn.viewable.Viewer):
         self.marker_source.data = {"x": xs, "y": ys, "marker": marker, "colour": colour}
 
     def _on_shade_note(self, *events) -> None:
-        note = self.explorer.latent.shading_note
+        note = self.latent.shading_note
         self.shade_note.object = escape(note)
         self.shade_note.visible = bool(note)
 
@@ -406,29 +414,28 @@ class LatentMap(pn.viewable.Viewer):
 
         try:
             with set_curdoc(self.figure.document):
-                self.explorer.latent.reconstruct_at(float(event.x), float(event.y),
-                                                    drawn_in_page=self.page_predicts)
+                self.latent.reconstruct_at(float(event.x), float(event.y), drawn_in_page=self.page_predicts)
                 if self.geodesic is not None:
                     self.geodesic.on_map_click(float(event.x), float(event.y))
         except Exception as exc:  # Bokeh would only log it: show it in the page too
             logger.exception("Reconstruction at a click failed")
-            self.explorer.latent.error = f"Could not reconstruct at this point: {exc}"
+            self.latent.error = f"Could not reconstruct at this point: {exc}"
 
     def _on_pointer(self, event) -> None:
         """Mouse moves (at most ten a second are looked at); the hover is answered on the next tick."""
         x, y = event.x, event.y
-        if x is None or y is None or self.explorer.latent.view is None:
+        if x is None or y is None or self.latent.view is None:
             return
         now = time.perf_counter()
         if now - self._last_pointer < 0.1:
             return
         self._last_pointer = now
         self._pointer_xy = (float(x), float(y))
-        self.explorer.dispatcher.soon(self._apply_pointer)
+        self.dispatcher.soon(self._apply_pointer)
 
     def _apply_pointer(self) -> None:
         xy, self._pointer_xy = self._pointer_xy, None
-        lat = self.explorer.latent
+        lat = self.latent
         v = lat.view
         if xy is None or v is None:
             return
@@ -448,20 +455,20 @@ class LatentMap(pn.viewable.Viewer):
             self._set_markers(lat.reconstruction, (v.points[j, 0], v.points[j, 1]))
 
     def _on_reconstruction(self, *events) -> None:
-        rec = self.explorer.latent.reconstruction
+        rec = self.latent.reconstruction
         self.from_click.disabled = rec is None
         self._set_markers(rec)
 
     # ---- controls --------------------------------------------------------------------------
     def _set_dim(self, name, value) -> None:
         """A picked axis: the other axis's dim swaps the two, so both axes always differ."""
-        lat = self.explorer.latent
+        lat = self.latent
         if value is None or lat.auto_dims:
             return
         lat.show_dim("x" if name == "x_dim" else "y", int(value))
 
     def _on_latent_dim(self, *events) -> None:
-        lat = self.explorer.latent
+        lat = self.latent
         Q = lat.latent_dim
         opts = {f"x{i + 1}": i for i in range(Q)}
         self.x_sel.options = opts
@@ -480,7 +487,7 @@ class LatentMap(pn.viewable.Viewer):
         self._on_dims()
 
     def _on_dims(self, *events) -> None:
-        lat = self.explorer.latent
+        lat = self.latent
         # picked dims show at once: the view on show may still be the previous pair's, and
         # writing its dims back into the pickers would undo the pick
         picked = (int(lat.x_dim), int(lat.y_dim))
@@ -493,7 +500,7 @@ class LatentMap(pn.viewable.Viewer):
             s.visible = i not in (xd, yd)
 
     def _on_fixed(self, *events) -> None:
-        fixed = self.explorer.latent.fixed
+        fixed = self.latent.fixed
         for i, s in self._slider_widgets.items():
             if i < len(fixed):
                 v = float(fixed[i])

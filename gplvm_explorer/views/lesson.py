@@ -13,8 +13,9 @@ import panel as pn
 import param
 
 from ..state.lesson import Lesson
+from ..state.training import TrainingRun
 from ..training.pace import PACE_CHOICES
-from .common import OUTLINE, LiveHTML, escape, on_click, sync
+from .common import OUTLINE, LiveHTML, Reads, StateView, escape, on_click, sync
 from .controls import progress_text
 
 __all__ = ["LessonCard", "LessonButton", "LessonLayout", "PaceControl", "step_html"]
@@ -145,10 +146,11 @@ class LessonButton(pn.viewable.Viewer):
         return self.button
 
 
-class LessonCard(pn.viewable.Viewer):
+class LessonCard(StateView):
     """One step: its text, Back / Run this step / Next, the pace, a lesson file of one's own, presenter view."""
 
-    lesson = param.ClassSelector(class_=Lesson)
+    lesson = Reads(class_=Lesson)
+    training = Reads(class_=TrainingRun)
     pace = param.Parameter()
 
     def __init__(self, **params):
@@ -171,13 +173,13 @@ class LessonCard(pn.viewable.Viewer):
         on_click(self.run_btn, lambda e: ls.run())
         self.stop_btn = pn.widgets.Button(label="■ Stop", color="danger", **OUTLINE, sizing_mode="stretch_width",
                                           disabled=True, css_classes=["gx-lesson-stop"])
-        on_click(self.stop_btn, lambda e: ls.explorer.training.stop())
-        ls.explorer.training.param.watch(self._on_status, ["status"])
+        on_click(self.stop_btn, lambda e: self.training.stop())
+        self.training.param.watch(self._on_status, ["status"])
         # presenter view leaves the status bar out: the run's progress in one line here instead
         self.progress = LiveHTML("", sizing_mode="stretch_width", margin=(0, 10), visible=False,
                                  css_classes=["gx-lesson-progress"],
                                  stylesheets=["p { font-size: 1rem; font-weight: 600; color: #000; margin: 2px 0; }"])
-        ls.explorer.training.param.watch(self._on_progress, ["status", "iteration", "objective"])
+        self.training.param.watch(self._on_progress, ["status", "iteration", "objective"])
         self.pace_control = PaceControl(pace=self.pace)
         self.presenter = pn.widgets.Toggle(label="Presenter view", value=ls.presenter, width=140,
                                            css_classes=["gx-presenter-toggle"])
@@ -200,12 +202,12 @@ class LessonCard(pn.viewable.Viewer):
         self._fill()
 
     def _on_status(self, *events) -> None:
-        self.stop_btn.disabled = not self.lesson.explorer.training.active
+        self.stop_btn.disabled = not self.training.active
 
     def _on_progress(self, *events) -> None:
         self.progress.visible = self.lesson.presenter
         if self.lesson.presenter:
-            self.progress.object = f"<p>{escape(progress_text(self.lesson.explorer.training), None)}</p>"
+            self.progress.object = f"<p>{escape(progress_text(self.training), None)}</p>"
 
     def _on_file(self, event) -> None:
         if event.new:

@@ -4,24 +4,24 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ..explorer import Explorer
-from ..state.model_inputs import MAX_VIEWS
-from .common import SMALL_MD, escape, on_click
+from ..state.model_inputs import MAX_VIEWS, ModelInputs
+from ..state.settings import ModelSettings
+from .common import SMALL_MD, Reads, StateView, escape, on_click
 
 
 #: A view of an image has hundreds of columns: its chosen columns scroll in a box of their own.
 _SCROLL = ".choices__inner { max-height: 124px; overflow-y: auto; }"
 
 
-class ModelInputsPanel(pn.viewable.Viewer):
+class ModelInputsPanel(StateView):
     """Shown only for models whose catalog entry lists inputs ("time", "views")."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    inputs = Reads(class_=ModelInputs)
+    settings = Reads(class_=ModelSettings)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
-        inputs = ex.inputs
+        inputs = self.inputs
         self.time = pn.widgets.Select(label="Time of each row", options=inputs.time_options(),
                                       value=inputs.time_source, sizing_mode="stretch_width",
                                       css_classes=["gx-time-source"])
@@ -39,15 +39,14 @@ class ModelInputsPanel(pn.viewable.Viewer):
         self._widgets: list = []
         self._labels: list = []
         inputs.param.watch(self._refresh, ["dataset", "time_source", "views", "view_names"])
-        ex.settings.param.watch(self._refresh, ["model", "locked"])
+        self.settings.param.watch(self._refresh, ["model", "locked"])
         self._refresh()
 
     def _on_view(self, v, event):
-        self.explorer.inputs.set_view(v, event.new)
+        self.inputs.set_view(v, event.new)
 
     def _refresh(self, *events):
-        ex = self.explorer
-        inputs, spec = ex.inputs, ex.settings.spec
+        inputs, spec = self.inputs, self.settings.spec
         names = [e.name for e in events]
         need_time, need_views = "time" in spec.inputs, "views" in spec.inputs
         self.time.visible = need_time
@@ -80,9 +79,9 @@ class ModelInputsPanel(pn.viewable.Viewer):
             self._labels[v].object = escape(f"View {v + 1}: {label} ({len(views[v])} columns)", 80)
             if list(w.value) != list(views[v]):
                 w.value = list(views[v])
-            w.disabled = ex.settings.locked
+            w.disabled = self.settings.locked
         for w in (self.time, self.num_views, self.reset):
-            w.disabled = ex.settings.locked
+            w.disabled = self.settings.locked
         errs = inputs.errors(spec) if (need_time or need_views) else []
         self.errors.object = escape(" ".join(errs), None, multiline=True) if errs else ""
         self.errors.visible = bool(errs)

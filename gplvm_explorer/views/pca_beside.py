@@ -7,9 +7,9 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from ..explorer import Explorer
 from ..state.pca_beside import PCABeside
-from .common import MUTED_MD, PANEL_STYLES, escape, title_with_help
+from ..state.shown import ShownData
+from .common import MUTED_MD, PANEL_STYLES, Reads, StateView, escape, title_with_help
 
 __all__ = ["PCABesideView", "PCA_TITLE"]
 
@@ -20,11 +20,11 @@ GP-LVM starts from (its PCA initialisation) and generalises. Points are coloured
 in the latent map, so the two maps can be compared point for point."""
 
 
-class PCABesideView(pn.viewable.Viewer):
+class PCABesideView(StateView):
     """A checkbox, and (when ticked) the PCA scatter of the data the model on show was trained on."""
 
-    explorer = param.ClassSelector(class_=Explorer)
-    pca = param.ClassSelector(class_=PCABeside)
+    shown = Reads(class_=ShownData)
+    pca = Reads(class_=PCABeside)
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -53,7 +53,7 @@ class PCABesideView(pn.viewable.Viewer):
             self.note.object = f"<p>{escape(pca.message, None)}</p>" if pca.shown and pca.message else ""
             return
         ds, pts = pca.dataset, pca.points
-        colouring = self.explorer.colouring(ds)
+        colouring = self.shown.colouring(ds)
         n = pts.shape[0]
         if colouring is not None and colouring.n == n:
             colours = np.asarray(colouring.colours, dtype=object)[colouring.codes]

@@ -24,8 +24,12 @@ from bokeh.models import ColumnDataSource, DataRange1d, LinearColorMapper, Range
 from bokeh.plotting import figure
 
 from .. import help_texts
-from ..explorer import Explorer
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, escape, label_feature_axis, plain, title_with_help
+from ..state.data import LoadedData
+from ..state.latent import LatentSlice
+from ..state.shown import ShownData
+from ..state.training import TrainingRun
+from .common import (ACCENT, MUTED_MD, PANEL_STYLES, LiveHTML, Reads, StateView, escape, label_feature_axis, plain,
+                     title_with_help)
 from .contour import level_segments
 from .page_prediction import in_standard_units, page_drawn_source
 
@@ -47,14 +51,16 @@ def nearest_title(index: int, label, width: int = 18) -> str:
     return f"{head}\n{plain(label, width)}" if label else head
 
 
-class ReconstructionView(pn.viewable.Viewer):
+class ReconstructionView(StateView):
     """An image pair for image data; otherwise a feature profile with a ±2σ band."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    data = Reads(class_=LoadedData)
+    training = Reads(class_=TrainingRun)
+    latent = Reads(class_=LatentSlice)
+    shown = Reads(class_=ShownData)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         self.text = LiveHTML(HINT, sizing_mode="stretch_width", stylesheets=[MUTED_MD], margin=(0, 10),
                                  css_classes=["gx-recon-text"])
         self.title = title_with_help("Reconstruction", help_texts.RECONSTRUCTION)
@@ -86,9 +92,9 @@ class ReconstructionView(pn.viewable.Viewer):
         # visibility is toggled on a layout: toggling it on a Bokeh pane trips Panel
         self.profile = pn.Column(pn.pane.Bokeh(self.profile_fig, sizing_mode="stretch_width", height=300),
                                  sizing_mode="stretch_width", visible=False)
-        ex.latent.param.watch(self._on_reconstruction, ["reconstruction"])
-        ex.training.param.watch(self._on_dataset, ["dataset"])
-        ex.data.param.watch(self._on_dataset, ["dataset"])
+        self.latent.param.watch(self._on_reconstruction, ["reconstruction"])
+        self.training.param.watch(self._on_dataset, ["dataset", "result"])  # a no-op unless the data changed
+        self.data.param.watch(self._on_dataset, ["dataset"])
         self._shown_dataset = self  # the data set the axes show (none yet)
         self._on_dataset()
 
@@ -135,12 +141,8 @@ class ReconstructionView(pn.viewable.Viewer):
     def _no_nearest() -> dict:
         return {"x": [], "nearest": []}
 
-    def _dataset(self):
-        ex = self.explorer
-        return ex.training.dataset if ex.training.dataset is not None else ex.data.dataset
-
     def _on_dataset(self, *events) -> None:
-        ds = self._dataset()
+        ds = self.shown.dataset
         if ds is self._shown_dataset:  # e.g. Train on the data on show: nothing to redraw
             return
         self._shown_dataset = ds
@@ -159,11 +161,11 @@ class ReconstructionView(pn.viewable.Viewer):
             values = ds.unstandardize(ds.values) if ds.n * ds.d <= 10_000_000 else None
             span = float(np.nanmax(values) - np.nanmin(values)) if values is not None else 0.0
             self.std_mapper.update(low=0.0, high=span if np.isfinite(span) and span > 0 else 1.0)
-        if self.explorer.latent.reconstruction is None:
+        if self.latent.reconstruction is None:
             self.text.object = escape(HINT)
 
     def _on_reconstruction(self, *events) -> None:
-        rec = self.explorer.latent.reconstruction
+        rec = self.latent.reconstruction
         if rec is None:  # nothing clicked (yet, or since other data were loaded): no picture of another click
             self.text.object = escape(HINT)
             self.profile_source.data = self._no_profile()
@@ -173,7 +175,7 @@ class ReconstructionView(pn.viewable.Viewer):
             self.pred_fig.title.text, self.std_fig.title.text = "Prediction", "±2σ"
             self.near_fig.title.text = "Nearest example"
             return
-        xd, yd = self.explorer.latent.shown_dims
+        xd, yd = self.latent.shown_dims
         shown = f" (label {escape(rec.nearest_label, 60)})" if rec.nearest_label else ""
         what = {"bernoulli": "probabilities P(y = 1) (Bernoulli likelihood); latent variance",
                 "poisson": "expected counts (Poisson likelihood); latent variance"}.get(rec.likelihood,

@@ -12,18 +12,19 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ..catalog import format_seconds
-from ..catalog import spec as model_spec
-from ..explorer import Explorer
-from .common import MUTED_MD, escape, on_click
+from ..catalog import format_seconds, spec as model_spec
+from ..state.data import LoadedData
+from ..state.settings import ModelSettings
+from .common import MUTED_MD, Reads, StateView, escape, on_click
 
 
-class MinibatchPanel(pn.viewable.Viewer):
-    explorer = param.ClassSelector(class_=Explorer)
+class MinibatchPanel(StateView):
+    settings = Reads(class_=ModelSettings)
+    data = Reads(class_=LoadedData)
 
     def __init__(self, **params):
         super().__init__(**params)
-        s = self.explorer.settings
+        s = self.settings
         self.batch = pn.widgets.IntInput.from_param(s.param.batch_size, label="Minibatch (rows per iteration)",
                                                     sizing_mode="stretch_width", css_classes=["gx-batch"])
         self.batch_note = pn.pane.HTML(escape("One iteration is one minibatch; an epoch is one pass over all rows. "
@@ -38,18 +39,18 @@ class MinibatchPanel(pn.viewable.Viewer):
         self._refresh()
 
     def _on_switch(self, event):
-        s = self.explorer.settings
+        s = self.settings
         if s.suggestion and not s.locked:
             s.model = s.suggestion
 
     def _refresh(self, *events):
-        s = self.explorer.settings
+        s = self.settings
         minibatch = s.spec.minibatch
         self.batch.visible = self.batch_note.visible = minibatch
         self.batch.disabled = s.locked
         key = s.suggestion
         if key:
-            ds = self.explorer.data.dataset
+            ds = self.data.dataset
             rows = f"{ds.n:,} rows" if ds is not None else "many rows"
             mine, theirs = s.estimate(), s.estimate(key)
             how = "measured here" if mine.measured else "estimated"

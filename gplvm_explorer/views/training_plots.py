@@ -10,8 +10,10 @@ from bokeh.models import BasicTickFormatter, ColumnDataSource, FactorRange, Hove
 from bokeh.plotting import figure
 
 from .. import help_texts
-from ..explorer import Explorer
-from .common import ACCENT, OUTLINE, PANEL_STYLES, title_with_help
+from ..state.latent import LatentSlice
+from ..state.settings import ModelSettings
+from ..state.training import TrainingRun
+from .common import ACCENT, OUTLINE, PANEL_STYLES, Reads, StateView, title_with_help
 
 
 def zoom_range(values) -> tuple:
@@ -33,7 +35,7 @@ def zoom_range(values) -> tuple:
     return (lo - pad, hi + pad)
 
 
-class ObjectivePlot(pn.viewable.Viewer):
+class ObjectivePlot(StateView):
     """ELBO / log-likelihood per iteration.
 
     A plain Bokeh figure fed by ``ColumnDataSource.stream`` from the
@@ -42,11 +44,11 @@ class ObjectivePlot(pn.viewable.Viewer):
     poll rate without re-rendering anything.
     """
 
-    explorer = param.ClassSelector(class_=Explorer)
+    training = Reads(class_=TrainingRun)
 
     def __init__(self, **params):
         super().__init__(**params)
-        tr = self.explorer.training
+        tr = self.training
         self.source = ColumnDataSource(data={"iteration": [], "objective": []})
         self.y_range = Range1d(0, 1)
         fig = figure(
@@ -76,13 +78,13 @@ class ObjectivePlot(pn.viewable.Viewer):
         self._on_buffer(data=tr.trace.data)
 
     def _on_label(self, *events):
-        label = self.explorer.training.objective_name
+        label = self.training.objective_name
         self.figure.title.text = f"{label} per iteration"
         self.figure.yaxis.axis_label = label
 
     def _on_opened(self, *events):
         """Shown while a saved model without a trace is on show and nothing has been trained since."""
-        tr = self.explorer.training
+        tr = self.training
         untraced = bool(tr.opened) and len(tr.trace.data) == 0
         if untraced:
             self.note.text = (f"{tr.opened}: {tr.objective_name} {tr.objective:.6g} "
@@ -122,7 +124,7 @@ class ObjectivePlot(pn.viewable.Viewer):
         return pn.Column(self.title, self.plot, sizing_mode="stretch_width", styles=PANEL_STYLES)
 
 
-class ARDPlot(pn.viewable.Viewer):
+class ARDPlot(StateView):
     """One bar per latent dimension: relevance or lengthscale (switchable), shown dims highlighted.
 
     A plain Bokeh figure whose source is replaced only when the bars change
@@ -131,11 +133,12 @@ class ARDPlot(pn.viewable.Viewer):
     on the vertical one (as GPy's lvm_dimselect did with the mouse buttons).
     """
 
-    explorer = param.ClassSelector(class_=Explorer)
+    settings = Reads(class_=ModelSettings)
+    training = Reads(class_=TrainingRun)
+    latent = Reads(class_=LatentSlice)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
         self.mode = pn.widgets.RadioButtonGroup(
             options={"Relevance": "relevance", "Lengthscale": "lengthscale"}, value="relevance",
             **OUTLINE, color="primary", margin=(8, 5, 0, 5), width=190, height=30,
@@ -154,19 +157,18 @@ class ARDPlot(pn.viewable.Viewer):
         self.plot = pn.pane.Bokeh(fig, sizing_mode="stretch_width", height=230)
         self.mode.param.watch(self._send, "value")
         self.title = pn.Row(title_with_help("ARD", help_texts.ARD), self.mode, sizing_mode="stretch_width")
-        ex.training.param.watch(self._send, ["result"])
-        ex.settings.param.watch(self._send, ["latent_dim"])
-        ex.latent.param.watch(self._send, ["view"])
+        self.training.param.watch(self._send, ["result"])
+        self.settings.param.watch(self._send, ["latent_dim"])
+        self.latent.param.watch(self._send, ["view"])
         self._shown = None  # the frame on show
         self._send()
 
     def _frame(self) -> pd.DataFrame:
-        ex = self.explorer
-        result = ex.training.result
-        view = ex.latent.view
+        result = self.training.result
+        view = self.latent.view
         shown = set(view.dims) if view is not None else set()
         if result is None:
-            q = int(ex.settings.latent_dim)  # placeholder bars keep the axis categorical
+            q = int(self.settings.latent_dim)  # placeholder bars keep the axis categorical
             value = np.zeros(q)
         else:
             rel = np.asarray(result.relevance, dtype=float)
@@ -184,13 +186,13 @@ class ARDPlot(pn.viewable.Viewer):
             return
         dim = int(np.floor(event.x))
         q = len(self.source.data["dimension"])
-        if not 0 <= dim < q or self.explorer.training.result is None:
+        if not 0 <= dim < q or self.training.result is None:
             return
         from panel.io.state import set_curdoc
 
         shift = bool((getattr(event, "modifiers", None) or {}).get("shift"))
         with set_curdoc(self.figure.document):
-            self.explorer.latent.show_dim("y" if shift else "x", dim)
+            self.latent.show_dim("y" if shift else "x", dim)
 
     def _send(self, *events):
         frame = self._frame()

@@ -17,10 +17,10 @@ from bokeh.models import (CategoricalColorMapper, ColumnDataSource, FactorRange,
                           Range1d)
 from bokeh.plotting import figure
 
-from ..explorer import Explorer
 from ..state.labels import PALETTE
-from ..state.multiview import split
-from .common import ACCENT, MUTED_MD, PANEL_STYLES, escape, on_click, plain, title_with_help
+from ..state.latent import LatentSlice
+from ..state.multiview import MultiView, split
+from .common import ACCENT, MUTED_MD, PANEL_STYLES, Reads, StateView, escape, on_click, plain, title_with_help
 from .reconstruction import GREYS
 
 HELP = """**Several views (MRD).** One latent space is shared by all views; each view has its own ARD
@@ -86,15 +86,15 @@ class _ViewPlot:
                              "view": self.tag["view"] * n}
 
 
-class MultiViewView(pn.viewable.Viewer):
+class MultiViewView(StateView):
     """Shown for results of models whose catalog entry has ``panel == "views"``."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    latent = Reads(class_=LatentSlice)
+    multiview = Reads(class_=MultiView)
 
     def __init__(self, **params):
         super().__init__(**params)
-        ex = self.explorer
-        mv = ex.multiview
+        mv = self.multiview
         self.title = title_with_help("Views: shared and private latent dimensions", HELP)
         self.ard_src = ColumnDataSource({"ard_x": [], "ard_value": [], "ard_view": []})
         self.ard_fig = figure(x_range=FactorRange(factors=[]), height=240, sizing_mode="stretch_width",
@@ -138,11 +138,11 @@ class MultiViewView(pn.viewable.Viewer):
             sizing_mode="stretch_width", styles=PANEL_STYLES, visible=False, css_classes=["gx-views"])
         mv.param.watch(self._on_result, ["result"])
         mv.param.watch(self._on_cross, ["cross", "error", "computing"])
-        ex.latent.param.watch(self._on_click, ["reconstruction"])
+        self.latent.param.watch(self._on_click, ["reconstruction"])
 
     # ---- the result -------------------------------------------------------------------------
     def _on_result(self, *events):
-        mv = self.explorer.multiview
+        mv = self.multiview
         r = mv.result
         self.layout.visible = r is not None
         if r is None:
@@ -163,7 +163,7 @@ class MultiViewView(pn.viewable.Viewer):
         self._draw_ard()
 
     def _draw_ard(self):
-        mv = self.explorer.multiview
+        mv = self.multiview
         r = mv.result
         R = np.asarray(r.view_relevance if r.view_relevance is not None else r.relevance[None], dtype=float)
         R = R / np.maximum(R.max(axis=1, keepdims=True), 1e-300)
@@ -190,8 +190,8 @@ class MultiViewView(pn.viewable.Viewer):
 
     # ---- the clicked point in every view ----------------------------------------------------
     def _on_click(self, *events):
-        mv = self.explorer.multiview
-        rec = self.explorer.latent.reconstruction
+        mv = self.multiview
+        rec = self.latent.reconstruction
         if mv.result is None or rec is None or not self._click_plots:
             return
         if rec.mean.size != sum(v.size for v in mv.layout):
@@ -206,7 +206,7 @@ class MultiViewView(pn.viewable.Viewer):
 
     # ---- one view from another ------------------------------------------------------------
     def _on_go(self, event=None):
-        mv = self.explorer.multiview
+        mv = self.multiview
         with param.parameterized.batch_call_watchers(mv):
             mv.row = int(self.row.value)
             mv.source = int(self.source.value or 0)
@@ -214,7 +214,7 @@ class MultiViewView(pn.viewable.Viewer):
         mv.ask()
 
     def _on_cross(self, *events):
-        mv = self.explorer.multiview
+        mv = self.multiview
         if mv.error:
             self.cross_text.object = escape(mv.error)
             return

@@ -52,8 +52,8 @@ def binary_csv(n=40, d=6, seed=0, missing=0.0):
 
 def test_a_bernoulli_image_reconstruction_is_a_probability_map_with_its_half_contour(make_explorer, pump):
     ex = train(make_explorer, pump, sample="binary-glyph", iters=40)
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     rec = click_on_a_row(latent, ex)
     assert rec.likelihood == "bernoulli" and rec.is_image and not rec.drawn_in_page
     image = recon.pred_source.data["image"][0]
@@ -78,8 +78,8 @@ def test_a_bernoulli_image_reconstruction_is_a_probability_map_with_its_half_con
 
 def test_a_bernoulli_profile_is_bars_in_zero_one(make_explorer, pump):
     ex = train(make_explorer, pump, upload=binary_csv())
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     rec = click_on_a_row(latent, ex)
     assert not rec.is_image and recon.profile.visible
     p = np.asarray(recon.probability_source.data["p"])

@@ -121,7 +121,7 @@ def test_an_uploaded_image_csv_reconstructs_as_images_with_a_two_sigma_image(mak
     from gplvm_explorer.views import ReconstructionView
 
     ex = make_explorer(publish_interval=0.0)
-    recon = ReconstructionView(explorer=ex)
+    recon = ReconstructionView.of(ex)
     assert ex.data.load_upload(image_csv(), "my-digits.csv"), ex.data.error
     assert ex.data.dataset.image_shape == (8, 8) and ex.data.dataset.d == 64 and not ex.data.standardize
     ex.settings.max_iters = 30

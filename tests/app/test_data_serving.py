@@ -90,7 +90,7 @@ def test_data_panel_loads_a_dropped_file_once():
     from gplvm_explorer.views import DataPanel
 
     ex = Explorer()
-    dp = DataPanel(explorer=ex)
+    dp = DataPanel.of(ex)
     assert isinstance(dp.file_input, type(serving.upload_widget()))
     rows = "\n".join(f"{i},{i % 3},{i * 0.5}" for i in range(25))
     dp.file_input.value = {"dropped.csv": "a,b,c\n" + rows}  # text files arrive decoded
@@ -110,7 +110,7 @@ def test_the_picker_names_the_uploaded_or_given_file():
     from gplvm_explorer.views import DataPanel
 
     ex = Explorer()
-    dp = DataPanel(explorer=ex)
+    dp = DataPanel.of(ex)
 
     def title():
         return {v: k for k, v in dp.sample_select.options.items()}[UPLOADED_FILE]

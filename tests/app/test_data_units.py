@@ -124,8 +124,8 @@ def test_a_standardised_tables_reconstruction_is_drawn_in_standardised_units(mak
     from gplvm_explorer.views.page_prediction import predictor_columns
 
     ex = make_explorer(publish_interval=0.0)
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     assert ex.data.load_upload(mixed_units_csv(), "wine-like.csv") and ex.data.standardize
     ex.settings.max_iters = 20
     assert ex.train(), ex.training.message

@@ -37,7 +37,7 @@ def test_train_live_stop_reconstruct_and_export_with_the_engine(make_explorer, p
     assert rec.is_image and rec.mean.shape == (256,) and np.all(np.isfinite(rec.mean))
     csv = export.latents_csv(ex.training.result).decode().splitlines()
     assert csv[0].startswith("index,label,x1") and len(csv) == ex.data.dataset.n + 1
-    assert export.latent_png(v, ex.colouring())[:8] == b"\x89PNG\r\n\x1a\n"
+    assert export.latent_png(v, ex.shown.colouring())[:8] == b"\x89PNG\r\n\x1a\n"
     assert export.model_npz(ex.training.result)[:2] == b"PK"
 
 

@@ -66,7 +66,7 @@ def test_magnification_shading_is_the_models_magnification_in_the_shown_dims(pum
 
 def test_models_without_a_metric_are_shaded_by_variance_and_say_so(fake_build, pump):
     ex = trained(pump, sample="rotating-glyph", model="gplvm", build=fake_build())
-    latent = LatentMap(explorer=ex)
+    latent = LatentMap.of(ex)
     ex.latent.shading = "magnification"
     ex.latent.wait()
     assert ex.latent.view.grid.kind == "variance"
@@ -80,7 +80,7 @@ def test_models_without_a_metric_are_shaded_by_variance_and_say_so(fake_build, p
 
 def test_the_map_shows_magnification_on_a_log_scale_with_its_own_colour_bar(pump):
     ex = trained(pump)
-    latent = LatentMap(explorer=ex)
+    latent = LatentMap.of(ex)
     assert latent.shade.value == "variance"
     latent.shade.value = "magnification"  # the map's control sets the slice's shading
     assert ex.latent.shading == "magnification"
@@ -96,7 +96,7 @@ def test_the_map_shows_magnification_on_a_log_scale_with_its_own_colour_bar(pump
     np.testing.assert_array_equal(latent.magnification_source.data["image"][0], g.values)
     assert len(latent.variance_source.data["image"]) == 0
     # the exported picture uses the same shading
-    rgb = export.latent_rgba(ex.latent.view, ex.colouring(), size=64)
+    rgb = export.latent_rgba(ex.latent.view, ex.shown.colouring(), size=64)
     assert rgb.shape == (64, 64, 3)
     latent.shade.value = "variance"
     ex.latent.wait()
@@ -121,8 +121,8 @@ def test_magnification_follows_the_fit(pump):
 
 def test_an_ard_bar_click_puts_its_dimension_on_an_axis(pump):
     ex = trained(pump, Q=4)
-    ard = ARDPlot(explorer=ex)
-    latent = LatentMap(explorer=ex)
+    ard = ARDPlot.of(ex)
+    latent = LatentMap.of(ex)
     shown = ex.latent.view.dims
     dim = next(d for d in range(4) if d not in shown)
     ard._on_tap(Tap(ard.figure, x=dim + 0.5, y=0.1))  # category i spans [i, i + 1)
@@ -141,8 +141,8 @@ def test_an_ard_bar_click_puts_its_dimension_on_an_axis(pump):
 
 def test_two_clicks_in_geodesic_mode_draw_the_geodesic_and_its_walk(pump):
     ex = trained(pump)
-    view = GeodesicView(explorer=ex)
-    latent = LatentMap(explorer=ex, geodesic=view)
+    view = GeodesicView.of(ex)
+    latent = LatentMap.of(ex, geodesic=view)
     walk, lat = ex.geodesic, ex.latent
     v = lat.view
     x0, y0, x1, y1 = v.extent
@@ -186,7 +186,7 @@ def test_two_clicks_in_geodesic_mode_draw_the_geodesic_and_its_walk(pump):
 
 def test_a_click_near_a_point_picks_its_row_and_the_path_follows_new_results(pump):
     ex = trained(pump, sample="rotating-glyph", model="bayesian", Q=2, iters=3)
-    view = GeodesicView(explorer=ex)
+    view = GeodesicView.of(ex)
     walk, lat = ex.geodesic, ex.latent
     walk.active = True
     pts = lat.view.points
@@ -225,7 +225,7 @@ def test_a_click_near_a_point_picks_its_row_and_the_path_follows_new_results(pum
 
 def test_models_without_a_metric_say_why_there_is_no_geodesic(fake_build, pump):
     ex = trained(pump, sample="rotating-glyph", model="gplvm", build=fake_build())
-    view = GeodesicView(explorer=ex)
+    view = GeodesicView.of(ex)
     walk = ex.geodesic
     walk.active = True
     x0, y0, x1, y1 = ex.latent.view.extent
@@ -244,7 +244,7 @@ def test_the_dynamical_model_is_shaded_by_magnification_and_its_view_keeps_the_v
     ex = Explorer(limiter=Limiter(1), publish_interval=0.0)
     ex.data.sample = "walking-gap"
     ex.settings.model, ex.settings.latent_dim, ex.settings.num_inducing, ex.settings.max_iters = "gpds", 2, 8, 3
-    view = DynamicsView(explorer=ex)
+    view = DynamicsView.of(ex)
     assert ex.train(), ex.training.message
     assert pump(ex, lambda: ex.training.status == "finished")
     ex.latent.wait()

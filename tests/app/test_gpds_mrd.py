@@ -237,7 +237,7 @@ def test_views_panel_draws_a_bar_per_view_and_dimension_coloured_by_view(mrd_res
     from gplvm_explorer.views.views_mrd import MultiViewView
 
     ex = Explorer(limiter=Limiter(1))
-    view = MultiViewView(explorer=ex)
+    view = MultiViewView.of(ex)
     assert view.ard_fig.renderers and not view.layout.visible  # the bars exist before any result
     ex.multiview.offer(mrd_result)
     assert ex.multiview.wait(60)

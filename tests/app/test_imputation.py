@@ -230,7 +230,7 @@ def test_data_card_shows_missing_cells_per_column_as_text():
     lines = ex.data.summary_lines()
     for name, count in ds.missing_by_column():
         assert f"missing in {name}: {count}" in lines
-    shown = DataPanel(explorer=ex).summary.object
+    shown = DataPanel.of(ex).summary.object
     assert "<b>x</b>" not in shown and "&#60;b&#62;x&#60;/b&#62;" in shown
     assert missing_lines(load_sample("three-phase-flow")) == []
     glyph = missing_lines(load_sample("occluded-glyph"))
@@ -241,7 +241,7 @@ def test_model_card_offers_a_choice_only_for_models_that_cannot_use_missing_cell
     build = fake_build()
     ex = Explorer(limiter=Limiter(1), build=build, publish_interval=0.0)
     assert ex.data.load_upload(*csv_with_gaps()), ex.data.error
-    view = MissingDataChoice(explorer=ex)
+    view = MissingDataChoice.of(ex)
     ex.settings.model = "bayesian"
     assert view.note.visible and not view.choice.visible and "as it is" in view.note.object
     ex.settings.model = "gplvm"
@@ -269,7 +269,7 @@ def test_model_card_offers_a_choice_only_for_models_that_cannot_use_missing_cell
 def test_imputation_view_shows_observed_and_filled_values_with_two_sigma(bayes):
     ds, res = bayes
     ex = Explorer(limiter=Limiter(1))
-    view = ImputationView(explorer=ex)
+    view = ImputationView.of(ex)
     assert not view.controls.visible and "Train a model" in view.text.object
     ex.imputation.offer(res)
     imp = ex.imputation.imputation
@@ -290,7 +290,7 @@ def test_imputation_view_marks_and_fills_missing_pixels():
     ds = base.replace(values=base.values[:40], labels=base.labels[:40])
     res = fitted(ds, iters=2)
     ex = Explorer(limiter=Limiter(1))
-    view = ImputationView(explorer=ex)
+    view = ImputationView.of(ex)
     ex.imputation.offer(res)
     imp = ex.imputation.imputation
     assert view.images.visible and not view.profile.visible and imp.is_image
@@ -318,7 +318,7 @@ def test_the_row_widget_follows_the_row_on_show(bayes):
     ds = ds0.replace(values=values)
     res = dataclasses.replace(res0, dataset=ds)
     ex = Explorer(limiter=Limiter(1))
-    view = ImputationView(explorer=ex)
+    view = ImputationView.of(ex)
     ex.imputation.offer(res)
     first = int(np.nonzero(ds.missing_mask.any(1))[0][0])
     assert first > 0 and view.row.value == ex.imputation.row == ex.imputation.imputation.row == first
@@ -356,7 +356,7 @@ def test_feature_names_in_the_imputed_values_view_stay_text(bayes):
     names = ["<img src=x onerror=alert(1)>", "<b>b</b>", "c", "d", "e"]
     hostile = dataclasses.replace(res, dataset=ds.replace(feature_names=names))
     ex = Explorer(limiter=Limiter(1))
-    view = ImputationView(explorer=ex)
+    view = ImputationView.of(ex)
     ex.imputation.offer(hostile)
     for _ in range(len(ex.imputation.incomplete_rows)):
         shown = view.table.object + view.text.object

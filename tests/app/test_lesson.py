@@ -279,14 +279,14 @@ def test_pca_beside_shows_the_same_points_in_the_same_colours_and_a_step_can_sho
 
     ex = make_explorer(build=fake_build())
     pca = PCABeside(ex)
-    view = PCABesideView(explorer=ex, pca=pca)
+    view = PCABesideView.of(ex, pca=pca)
     assert pca.points is None and len(view.source.data["pca_x"]) == 0  # off: nothing computed
     lesson = Lesson(ex, pca=pca)
     step = next(i for i, s in enumerate(lesson.plan.steps) if "pca" in s.views)
     assert lesson.apply(step) and pca.shown
     ds = ex.data.dataset
     assert pca.dataset is ds and pca.points.shape == (ds.n, 2)
-    colouring = ex.colouring(ds)
+    colouring = ex.shown.colouring(ds)
     assert list(view.source.data["pca_colour"]) == list(np.asarray(colouring.colours, dtype=object)[colouring.codes])
     assert len(set(view.source.data["pca_colour"])) == 3  # the flow data's three classes
     assert lesson.apply(0) and pca.dataset is ex.data.dataset and pca.points.shape[0] == ex.data.dataset.n

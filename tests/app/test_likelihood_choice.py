@@ -54,7 +54,7 @@ def test_each_data_set_proposes_its_likelihood_with_one_line_saying_why(make_exp
 def test_the_user_may_override_the_proposal_and_the_card_says_what_was_proposed(make_explorer):
     ex = make_explorer()
     assert ex.data.load_upload(*binary_csv())
-    panel = ModelPanel(explorer=ex)
+    panel = ModelPanel.of(ex)
     assert panel.likelihood.visible and panel.likelihood.value == "bernoulli"
     assert panel.likelihood_note.visible and "0 or 1" in text(panel.likelihood_note)
     panel.likelihood.value = "gaussian"  # the user's choice wins
@@ -73,7 +73,7 @@ def test_the_user_may_override_the_proposal_and_the_card_says_what_was_proposed(
 def test_models_that_take_only_the_gaussian_hide_the_choice_and_say_which_models_can(make_explorer):
     ex = make_explorer()
     assert ex.data.load_upload(*binary_csv())
-    panel = ModelPanel(explorer=ex)
+    panel = ModelPanel.of(ex)
     takes = [k for k, spec in CATALOG.items() if "bernoulli" in spec.likelihoods]
     assert sorted(takes) == ["bayesian", "gplvm", "svi"]
     ex.settings.model = "sparse"
@@ -147,7 +147,7 @@ def test_the_imputed_values_of_a_bernoulli_model_are_shown_as_probabilities(make
     ex = make_explorer(publish_interval=0.0)
     assert ex.data.load_upload(*binary_csv(missing=0.1))
     train_through_the_factory(ex, pump)
-    view = ImputationView(explorer=ex)
+    view = ImputationView.of(ex)
     imp = ex.imputation.imputation
     assert imp is not None and imp.probabilities and imp.n_missing > 0
     p = np.asarray(view.imp_points.data["imputed"])

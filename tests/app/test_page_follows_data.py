@@ -35,8 +35,8 @@ def test_samples_made_for_a_model_select_it_and_the_next_data_go_back(explorer):
 
 def test_new_data_clear_the_click_its_pictures_and_the_pointer_caption(explorer, fake_build, pump):
     ex = explorer(build=fake_build())
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     ex.settings.model, ex.settings.latent_dim, ex.settings.optimizer, ex.settings.max_iters = "gplvm", 3, "adam", 5
     assert ex.train(), ex.training.message
     assert pump(ex, lambda: ex.training.status == "finished")
@@ -55,7 +55,7 @@ def test_new_data_clear_the_click_its_pictures_and_the_pointer_caption(explorer,
 
 def test_a_refused_upload_leaves_an_empty_dropper(explorer):
     ex = explorer()
-    panel = DataPanel(explorer=ex)
+    panel = DataPanel.of(ex)
     first = panel.file_input
     first.value = {"ragged.csv": b"a,b,c\n1,2,3\n4,5\n6,7,8\n"}
     assert "Ragged rows" in ex.data.error and ex.data.dataset.name == "rotating-glyph"

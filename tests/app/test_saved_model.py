@@ -162,7 +162,7 @@ def test_labels_travel_with_the_model_and_colour_the_opened_points(make_explorer
     ds = ex.data.dataset
     np.testing.assert_array_equal(ds.labels, labels)
     assert ds.label_name == "<i>band</i>" and ex.training.result.dataset is ds
-    assert sorted(ex.colouring().categories) == ["high", "low", "mid"]
+    assert sorted(ex.shown.colouring().categories) == ["high", "low", "mid"]
     # exported again from the page, the labels stay with it
     again, name = saved_model.read_labels(export.model_npz(ex.training.result), 40)
     np.testing.assert_array_equal(again, labels)
@@ -197,7 +197,7 @@ def test_the_objective_plot_says_an_opened_model_has_no_trace_until_it_trains(ma
     from gplvm_explorer.views import ObjectivePlot
 
     ex = make_explorer()
-    plot = ObjectivePlot(explorer=ex)
+    plot = ObjectivePlot.of(ex)
     assert not plot.note.visible
     model = _fitted("bayesian")
     assert ex.data.load_upload(_npz_bytes(model), "<b>m</b>.npz")

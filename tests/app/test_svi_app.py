@@ -108,7 +108,7 @@ def _explorer_with(values, name="big.npy"):
 def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
     rows = spec("bayesian").comfortable_rows(ModelConfig(), 3)
     big = _explorer_with(np.zeros((rows + 1000, 3)))
-    panel = MinibatchPanel(explorer=big)
+    panel = MinibatchPanel.of(big)
     assert big.settings.suggestion == "svi"
     assert panel.proposal.visible and panel.switch.visible
     text = html.unescape(panel.proposal.object)
@@ -120,7 +120,7 @@ def test_big_dataset_gets_the_svi_suggestion_and_a_small_one_does_not():
     big.close()
 
     small = _explorer_with(_blobs(500, 3))
-    panel = MinibatchPanel(explorer=small)
+    panel = MinibatchPanel.of(small)
     assert small.settings.suggestion == "" and not panel.proposal.visible
     assert not any("Proposed" in n for n in small.settings.notes)
     small.close()
@@ -133,7 +133,7 @@ def test_the_status_line_points_at_the_proposal_until_a_run_starts():
 
     rows = spec("bayesian").comfortable_rows(ModelConfig(), 3)
     big = _explorer_with(np.zeros((rows + 1000, 3)))
-    bar = StatusBar(explorer=big)
+    bar = StatusBar.of(big)
     line = html.unescape(bar.text.object)
     mine, svi = big.settings.estimate(), big.settings.estimate("svi")
     assert (f"Big data: the Bayesian GP-LVM would take {format_seconds(mine.seconds)} until converged; the Model "
@@ -142,7 +142,7 @@ def test_the_status_line_points_at_the_proposal_until_a_run_starts():
     assert "Big data" not in html.unescape(bar.text.object)
     big.close()
     small = _explorer_with(_blobs(500, 3))
-    assert "Big data" not in html.unescape(StatusBar(explorer=small).text.object)
+    assert "Big data" not in html.unescape(StatusBar.of(small).text.object)
     small.close()
 
 

@@ -38,7 +38,7 @@ def finish(ex, pump):
 
 def colour_args(ex, v):
     """(codes, categories, colours) the map colours the points of view ``v`` by."""
-    col = ex.colouring()
+    col = ex.shown.colouring()
     assert col is not None and col.n == v.points.shape[0]
     return col.codes, col.categories, col.colours
 
@@ -79,10 +79,10 @@ def test_the_nearest_images_title_cuts_a_long_label_not_the_index():
 
 def test_training_views_follow_state(fake_build, pump):
     ex = Explorer(limiter=Limiter(1), build=fake_build(delay=0.002))
-    tp, sb = TrainingPanel(explorer=ex), StatusBar(explorer=ex)
+    tp, sb = TrainingPanel.of(ex, train=ex.train), StatusBar.of(ex)
     assert not tp.train_btn.disabled and tp.stop_btn.disabled
     ex.settings.model, ex.settings.optimizer, ex.settings.max_iters = "gplvm", "adam", 100_000
-    dp, mp = DataPanel(explorer=ex), ModelPanel(explorer=ex)
+    dp, mp = DataPanel.of(ex), ModelPanel.of(ex)
     summary = dp.summary.object
     ex.train()
     assert pump(ex, lambda: ex.training.status == "running")
@@ -99,7 +99,7 @@ def test_training_views_follow_state(fake_build, pump):
 
 def test_panels_show_errors_and_only_supported_kernels():
     ex = Explorer()
-    dp, mp = DataPanel(explorer=ex), ModelPanel(explorer=ex)
+    dp, mp = DataPanel.of(ex), ModelPanel.of(ex)
     before = dp.summary.object
     ex.data.load_upload(b"\x00\x01\x02", "junk.npy")
     assert dp.error.visible and "junk" in dp.error.object and dp.summary.object == before
@@ -110,8 +110,8 @@ def test_panels_show_errors_and_only_supported_kernels():
 
 def test_plots_render_after_training_and_reconstruction(fake_build, pump):
     ex = trained(fake_build, pump)
-    latent, recon, ard = LatentMap(explorer=ex), ReconstructionView(explorer=ex), ARDPlot(explorer=ex)
-    obj, exp = ObjectivePlot(explorer=ex), ExportPanel(explorer=ex)
+    latent, recon, ard = LatentMap.of(ex), ReconstructionView.of(ex), ARDPlot.of(ex)
+    obj, exp = ObjectivePlot.of(ex), ExportPanel.of(ex)
     finish(ex, pump)
     assert latent.figure.title.text == "Latent space" and not latent.hint.visible
     grid = latent.variance_source.data["image"]
@@ -142,7 +142,7 @@ def test_plots_render_after_training_and_reconstruction(fake_build, pump):
 
 def test_profile_reconstruction_for_tabular_data(fake_build, pump):
     ex = trained(fake_build, pump, sample="three-phase-flow", iters=3)
-    recon = ReconstructionView(explorer=ex)
+    recon = ReconstructionView.of(ex)
     finish(ex, pump)
     rec = ex.latent.reconstruct_at(0.0, 0.0)
     assert not rec.is_image and recon.profile.visible
@@ -151,7 +151,7 @@ def test_profile_reconstruction_for_tabular_data(fake_build, pump):
 
 def test_many_points_are_rasterised_and_labels_are_sent_once(fake_build, pump):
     ex = trained(fake_build, pump, upload=big_csv(1200), iters=6)
-    latent = LatentMap(explorer=ex, raster_above=1000)
+    latent = LatentMap.of(ex, raster_above=1000)
     finish(ex, pump)
     kinds = {type(r.glyph).__name__ for r in latent.figure.renderers}
     assert "ImageRGBA" in kinds  # datashader's image, not 1200 glyphs
@@ -183,7 +183,7 @@ def test_glyph_updates_send_only_the_coordinates(fake_build, pump):
     import dataclasses
 
     ex = trained(fake_build, pump, upload=big_csv(400, distinct=3), iters=5)
-    latent = LatentMap(explorer=ex)
+    latent = LatentMap.of(ex)
     doc = Document()
     doc.add_root(latent.glyph_source)
     changed = []
@@ -203,7 +203,7 @@ def test_glyph_updates_send_only_the_coordinates(fake_build, pump):
 def test_legend_is_capped(fake_build, pump):
     ex = Explorer()
     assert ex.data.load_upload(*big_csv(600, distinct=300))
-    latent = LatentMap(explorer=ex)
+    latent = LatentMap.of(ex)
     html = latent.legend.object
     assert html.count("border-radius:50%") == 10 and "other" in html and "300 distinct" in html
 
@@ -217,7 +217,7 @@ def test_zoom_range_skips_the_first_iterations():
 
 def test_ard_bars_are_redrawn_only_when_they_change(fake_build, pump):
     ex = trained(fake_build, pump)
-    ard = ARDPlot(explorer=ex)
+    ard = ARDPlot.of(ex)
     finish(ex, pump)
     before = ard.source.data
     ex.latent.fixed = [0.0, 0.0, 0.7]  # a new map of the same result: the same bars
@@ -240,7 +240,7 @@ def test_feature_axes_never_keep_the_previous_data_sets_names():
     from gplvm_explorer.views.common import label_feature_axis
 
     ex = Explorer()
-    recon = ReconstructionView(explorer=ex)
+    recon = ReconstructionView.of(ex)
     axis = recon.profile_fig.xaxis[0]
     ex.data.sample = "walking-gap"  # 13 named columns: named ticks
     names = ex.data.dataset.feature_names
@@ -261,8 +261,8 @@ def test_the_page_predicts_clicks_where_it_holds_the_factors(pump):
     ex = Explorer(limiter=Limiter(1), publish_interval=0.0)
     ex.data.sample = "three-phase-flow"
     ex.settings.model, ex.settings.latent_dim, ex.settings.max_iters = "bayesian", 3, 4
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     assert not latent.page_predicts and len(latent.predictor_source.data["Z"]) == 0
     finish(ex, pump)
     v, ds = ex.latent.view, ex.data.dataset
@@ -298,8 +298,8 @@ def test_the_server_draws_clicks_of_models_without_factors(fake_build, pump):
     from bokeh.events import Tap
 
     ex = trained(fake_build, pump, sample="three-phase-flow", iters=3)
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     finish(ex, pump)
     assert ex.latent.view.result.predictor is None and not latent.page_predicts
     x0, y0, x1, y1 = ex.latent.view.extent
@@ -333,8 +333,8 @@ def test_the_page_predicts_clicks_of_the_stochastic_model_too(pump):
     ex.data.sample = "three-phase-flow"
     ex.settings.model = "svi"
     ex.settings.latent_dim, ex.settings.num_inducing, ex.settings.max_iters = 3, 8, 20
-    recon = ReconstructionView(explorer=ex)
-    latent = LatentMap(explorer=ex, reconstruction=recon)
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
     finish(ex, pump)
     assert latent.page_predicts
     cols = latent.predictor_source.data
@@ -349,7 +349,7 @@ def test_every_axis_pick_sticks_and_a_clash_swaps_the_axes(fake_build, pump):
     never the previous view's dims, which would undo the pick; picking the other axis's dim swaps them."""
     ex = trained(fake_build, pump)
     ex.settings.latent_dim = 4
-    latent = LatentMap(explorer=ex)
+    latent = LatentMap.of(ex)
     finish(ex, pump)
     shown = ex.latent.view.dims
     latent.auto.value = False
@@ -383,7 +383,7 @@ def shown(status_bar) -> str:
 
 def test_the_status_says_when_the_result_on_show_is_another_data_sets(fake_build, pump):
     ex = trained(fake_build, pump)
-    sb = StatusBar(explorer=ex)
+    sb = StatusBar.of(ex)
     finish(ex, pump)
     trained_on = ex.data.dataset.name
     assert not ex.result_is_stale and "press Train to fit" not in shown(sb)
@@ -406,3 +406,48 @@ def test_the_stale_note_shows_file_names_as_plain_text():
 
     text = stale_text(Named("old\u202egnp.csv"), Named("x" * 100))
     assert "\u202e" not in text and "oldgnp.csv" in text and "x" * 59 + "…" in text and "x" * 61 not in text
+
+
+def test_views_are_given_the_state_objects_they_read_and_not_the_page():
+    """Every view names what it reads; only the views of the page's own state (its summary, warm-up and
+    errors) read the page itself; a view built from a page holds its parts, not the page."""
+    import importlib
+    import pkgutil
+
+    import gplvm_explorer.views as views_pkg
+    from gplvm_explorer.views.common import StateView
+
+    for info in pkgutil.iter_modules(views_pkg.__path__):
+        importlib.import_module(f"gplvm_explorer.views.{info.name}")
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    found = {cls.__name__: cls.reads() for cls in subclasses(StateView)}
+    assert {"LatentMap", "ReconstructionView", "ModelPanel", "DataPanel", "ImputationView"} <= set(found)
+    page = create_app(limiter=Limiter(1)).explorer
+    try:
+        for name, reads in found.items():
+            assert reads, name
+            assert "explorer" not in reads and all(r == "page" or hasattr(page, r) for r in reads), (name, reads)
+        assert {name for name, reads in found.items() if "page" in reads} == {"StatusBar", "PageErrors",
+                                                                                "ExportPanel"}
+        view = LatentMap.of(page)
+        assert view.latent is page.latent and view.shown is page.shown and view.dispatcher is page.dispatcher
+        assert not any(isinstance(getattr(view, p), Explorer) for p in view.param)
+    finally:
+        page.close()
+
+
+def test_the_data_on_show_are_the_trained_rows_once_a_result_is_shown(fake_build, pump):
+    ex = trained(fake_build, pump)
+    loaded = ex.data.dataset
+    assert ex.shown.dataset is loaded
+    ex.held_out.enabled = True  # the model trains on 90% of the rows
+    finish(ex, pump)
+    assert ex.shown.dataset is ex.training.dataset and ex.shown.dataset.n < loaded.n
+    assert ex.shown.colouring().n == ex.training.dataset.n  # the map's points: the trained rows
+    assert ex.shown.colouring(loaded) is ex.data.labels
+    ex.close()
