@@ -108,7 +108,7 @@ def create_app(lesson=None, **explorer_options):
     sidebar = [
         part("lesson", card(LessonCard(lesson=ex.lesson, training=ex.training, pace=ex.training.pace), "Lesson",
                             help_texts.LESSON, css_classes=["gx-lesson-card"]), wrap=False),
-        part("data", card(pn.Column(DataPanel.of(ex), HeldOutChoice(explorer=ex), sizing_mode="stretch_width"),
+        part("data", card(pn.Column(DataPanel.of(ex), HeldOutChoice.of(ex), sizing_mode="stretch_width"),
                           "1 · Data", help_texts.DATA), wrap=False),
         part("model", card(pn.Column(ModelPanel.of(ex), MinibatchPanel.of(ex),
                                      ModelInputsPanel.of(ex), DeepLayersInput.of(ex),
@@ -137,8 +137,8 @@ def create_app(lesson=None, **explorer_options):
         part("views", MultiViewView.of(ex)),  # ... panel="views"
         part("deep", DeepLayersView.of(ex)),  # ... panel="deep"
         part("objective", ObjectivePlot.of(ex)),
-        part("runs", RunsView(explorer=ex)),  # every finished or stopped run: compare, show again, export
-        RunPairView(explorer=ex, pair=RunPair(ex.runs)),  # two runs' maps side by side, linked row by row
+        part("runs", RunsView.of(ex)),  # every finished or stopped run: compare, show again, export
+        RunPairView.of(ex, pair=RunPair(ex.runs)),  # two runs' maps side by side, linked row by row
         part("imputation", ImputationView.of(ex)),
         part("export", ExportPanel.of(ex)),
     ]

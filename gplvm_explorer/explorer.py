@@ -169,10 +169,6 @@ class Explorer(param.Parameterized):
         self.shown.close()
         self.dispatcher.close()
 
-    def colouring(self, dataset=None):
-        """Point colours for ``dataset`` (default: the map's): the page's `ShownData.colouring`."""
-        return self.shown.colouring(dataset)
-
     # ---- wiring -----------------------------------------------------------------------
     def _on_dataset(self, event) -> None:
         ds = event.new

@@ -9,9 +9,9 @@ from bokeh.layouts import row as bokeh_row
 from bokeh.models import BoxSelectTool, ColumnDataSource, CustomJS, HoverTool, LassoSelectTool, TapTool
 from bokeh.plotting import figure
 
-from ..explorer import Explorer
 from ..state.run_pair import RunPair
-from .common import MUTED_MD, PANEL_STYLES, escape, title_with_help
+from ..state.shown import ShownData
+from .common import MUTED_MD, PANEL_STYLES, Reads, StateView, escape, title_with_help
 
 __all__ = ["RunPairView", "PAIR_COLUMNS"]
 
@@ -53,10 +53,10 @@ def _empty(columns) -> dict:
     return {c: [] for c in columns}
 
 
-class RunPairView(pn.viewable.Viewer):
+class RunPairView(StateView):
     """A checkbox, the two runs' selectors and (when both are chosen) their two linked maps."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    shown = Reads(class_=ShownData)
     pair = param.ClassSelector(class_=RunPair)
 
     def __init__(self, **params):
@@ -115,7 +115,7 @@ class RunPairView(pn.viewable.Viewer):
             self.note.object = f"<p>{escape(pair.message, None)}</p>" if pair.shown and pair.message else ""
             return
         points = pair.points
-        colours, labels = point_colours(self.explorer.colouring(pair.dataset), points["row"].shape[0])
+        colours, labels = point_colours(self.shown.colouring(pair.dataset), points["row"].shape[0])
         self.source.selected.indices = []
         self.source.data = {"pair_row": points["row"], "pair_x_left": points["x_left"],
                             "pair_y_left": points["y_left"], "pair_x_right": points["x_right"],

@@ -6,11 +6,13 @@ import io
 import logging
 
 import panel as pn
-import param
 
-from ..explorer import Explorer
-from ..state.runs import COLUMNS
-from .common import OUTLINE, PANEL_STYLES, escape, title_with_help
+from ..state.data import LoadedData
+from ..state.held_out import HeldOutRows
+from ..state.restarts import Restarts
+from ..state.runs import COLUMNS, RunsTable
+from ..state.training import TrainingRun
+from .common import OUTLINE, PANEL_STYLES, Reads, StateView, escape, title_with_help
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +61,14 @@ def _formatters() -> dict:
     return out
 
 
-class RunsView(pn.viewable.Viewer):
-    explorer = param.ClassSelector(class_=Explorer)
+class RunsView(StateView):
+    runs = Reads(class_=RunsTable)
+    restarts = Reads(class_=Restarts)
+    training = Reads(class_=TrainingRun)
 
     def __init__(self, **params):
         super().__init__(**params)
-        runs = self.explorer.runs
+        runs = self.runs
         self.table = pn.widgets.Tabulator(
             runs.table.add_prefix(PREFIX), show_index=False, disabled=True, selectable=1,
             sizing_mode="stretch_width", height=230, layout="fit_data", frozen_columns=[PREFIX + "run"],
@@ -75,48 +79,48 @@ class RunsView(pn.viewable.Viewer):
         self.csv = pn.widgets.FileDownload(callback=self._csv, filename="runs.csv", label="Runs table (CSV)",
                                            **OUTLINE, color="primary", width=200, margin=(4, 5))
         self.note = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
-        restarts = self.explorer.restarts
+        restarts = self.restarts
         self.restart_count = pn.widgets.IntInput.from_param(restarts.param.count, label="Restarts K", width=90,
                                                             margin=(4, 5))
         self.restart_btn = pn.widgets.Button(label="Best of K restarts", **OUTLINE, color="primary", width=170,
                                              margin=(4, 5))
-        self.restart_btn.on_click(lambda event: self.explorer.restarts.start())
+        self.restart_btn.on_click(lambda event: self.restarts.start())
         self.restart_text = pn.pane.HTML("", styles={"font-size": "13px"}, margin=(0, 10), visible=False,
                                          sizing_mode="stretch_width")
         runs.param.watch(self._on_table, ["table"])
         runs.param.watch(self._on_note, ["note"])
         runs.param.watch(self._on_restored, ["restored"])
         restarts.param.watch(self._on_restarts, ["active", "message"])
-        self.explorer.training.param.watch(self._on_restarts, ["status"])
+        self.training.param.watch(self._on_restarts, ["status"])
         self._on_table()
         self._on_note()
         self._on_restarts()
 
     def _on_table(self, *events):
-        frame = self.explorer.runs.table
+        frame = self.runs.table
         self.table.value = frame.add_prefix(PREFIX)
         self.csv.disabled = len(frame) == 0
 
     def _on_note(self, *events):
-        text = self.explorer.runs.note
+        text = self.runs.note
         self.note.object = escape(text, None) if text else ""
         self.note.visible = bool(text)
 
     def _on_restored(self, *events):
         """The run on show again (a click, or the best of K restarts) is the table's selected row."""
-        number = self.explorer.runs.restored
-        index = next((i for i, r in enumerate(self.explorer.runs.records) if not r.is_pca and r.number == number), None)
+        number = self.runs.restored
+        index = next((i for i, r in enumerate(self.runs.records) if not r.is_pca and r.number == number), None)
         self.table.selection = [] if index is None else [index]
 
     def _on_restarts(self, *events):
-        restarts = self.explorer.restarts
-        self.restart_btn.disabled = restarts.active or self.explorer.training.active
+        restarts = self.restarts
+        self.restart_btn.disabled = restarts.active or self.training.active
         self.restart_count.disabled = restarts.active
         self.restart_text.object = escape(restarts.message, None)
         self.restart_text.visible = bool(restarts.message)
 
     def _on_click(self, event):
-        runs = self.explorer.runs
+        runs = self.runs
         records = runs.records
         if not 0 <= event.row < len(records):
             return
@@ -128,10 +132,10 @@ class RunsView(pn.viewable.Viewer):
 
     def _csv(self):
         try:
-            return io.BytesIO(self.explorer.runs.csv())
+            return io.BytesIO(self.runs.csv())
         except Exception as exc:  # noqa: BLE001 - the table stays; the note says why
             logger.exception("Runs CSV failed")
-            self.explorer.runs.note = f"Export failed: {exc}"
+            self.runs.note = f"Export failed: {exc}"
             return io.BytesIO(b"")
 
     def __panel__(self):
@@ -167,23 +171,24 @@ def keep_runs_across_reloads(runs, doc, store=None) -> str | None:
     return token
 
 
-class HeldOutChoice(pn.viewable.Viewer):
+class HeldOutChoice(StateView):
     """The Data card's "hold out 10% of rows" checkbox and its seed."""
 
-    explorer = param.ClassSelector(class_=Explorer)
+    held_out = Reads(class_=HeldOutRows)
+    data = Reads(class_=LoadedData)
 
     def __init__(self, **params):
         super().__init__(**params)
-        held = self.explorer.held_out
+        held = self.held_out
         self.enabled = pn.widgets.Checkbox.from_param(held.param.enabled, label="Hold out 10% of rows (scored in Runs)")
         self.seed = pn.widgets.IntInput.from_param(held.param.seed, label="Held-out seed", width=110)
         self.note = pn.pane.Str("", visible=False, sizing_mode="stretch_width", styles={"font-size": "12px"})
         held.param.watch(self._refresh, ["enabled", "note"])
-        self.explorer.data.param.watch(self._refresh, ["locked"])
+        self.data.param.watch(self._refresh, ["locked"])
         self._refresh()
 
     def _refresh(self, *events):
-        held, locked = self.explorer.held_out, self.explorer.data.locked
+        held, locked = self.held_out, self.data.locked
         self.enabled.disabled = self.seed.disabled = locked
         self.seed.visible = held.enabled
         self.note.object = held.note

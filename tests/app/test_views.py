@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import panel as pn
 import pytest
 from bokeh.document import Document
 from bokeh.document.events import ColumnDataChangedEvent
@@ -426,6 +427,8 @@ def test_views_are_given_the_state_objects_they_read_and_not_the_page():
             yield from subclasses(sub)
 
     found = {cls.__name__: cls.reads() for cls in subclasses(StateView)}
+    viewers = [cls for cls in subclasses(pn.viewable.Viewer) if cls.__module__.startswith("gplvm_explorer.views.")]
+    assert not [cls.__name__ for cls in viewers if "explorer" in cls.param], "a view takes the whole Explorer"
     assert {"LatentMap", "ReconstructionView", "ModelPanel", "DataPanel", "ImputationView"} <= set(found)
     page = create_app(limiter=Limiter(1)).explorer
     try:
