@@ -73,9 +73,9 @@ def test_the_input_is_not_overwritten():
 
 
 def test_every_routine_runs_in_compiled_code_that_releases_the_gil():
-    # Whether another thread runs during a call depends on the scheduler (a timing test would be
-    # flaky under load; benchmarks/bench_liveness.py measures it): what is checked here is the
-    # mechanism, each LAPACK call made from a function compiled with nogil.
+    # Whether another thread runs during a call depends on the scheduler (on a loaded machine it can
+    # be kept off the CPU for a whole call; benchmarks/bench_liveness.py measures the effect): what is
+    # checked here is the mechanism, each LAPACK call made from a function compiled with nogil.
     compiled = [_lapack._potrf_lower, _lapack._potri_lower, _lapack._potrs_lower, _lapack._trtrs,
                 _lapack._fortran_copy]
     for fn in compiled:
