@@ -402,7 +402,8 @@ def warm_up() -> None:
     mu = rng.standard_normal((5, 2))
     S = np.full((5, 2), 0.1)
     rbf.psi_stats(1.0, np.ones(2), Z, mu, S)
-    rbf.psi_gradients(1.0, np.ones((5, 3)), np.ones((3, 3)), 1.0, np.ones(2), Z, mu, S)
+    for _ in range(2):  # from the Psi2_n the forward pass kept, then (nothing kept) recomputing them
+        rbf.psi_gradients(1.0, np.ones((5, 3)), np.ones((3, 3)), 1.0, np.ones(2), Z, mu, S)
     W = np.ones((5, 2))
     rbf.psi_stats_weighted(1.0, np.ones(2), Z, mu, S, W)
     rbf.psi_gradients_weighted(np.ones(2), np.ones((5, 3)), np.ones((2, 3, 3)), 1.0, np.ones(2), Z, mu, S, W)

@@ -50,8 +50,10 @@ block and row these are two more small GEMMs, and every gradient follows
 through O(N M Q) BLAS work (see :func:`psi_gradients`).  It needs Psi2_n
 again: :func:`psi_stats` keeps them (with its other intermediates) for a
 following :func:`psi_gradients` at the same arguments when they fit in
-``_KEEP_LIMIT`` (N = 1000 at M = 50: the backward pass then does no exp);
-otherwise the backward pass recomputes them.  The GEMMs are small enough
+``_KEEP_LIMIT`` (N = 1000 at M = 50: the backward pass then does no exp,
+and each block's reductions are two GEMMs over all its pairs (m, m') at
+once, :func:`_psi2_backward_kept_blocks`); otherwise the backward pass
+recomputes them row by row.  The GEMMs are small enough
 that OpenBLAS runs them on the calling thread; keep BLAS to one thread
 anyway while these loops run (see :mod:`engine.psi`).
 
@@ -80,7 +82,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from .._jit import JIT, njit
+from .._jit import JIT, STRICT, njit
 from ._exp import _exp1
 
 #: Parameter names, in the order the array functions take them.
@@ -143,7 +145,7 @@ def _psi2_forward_blocks(c, Ut, Rt, Z, g_lo, g_hi, bounds, acc, Es):
     the block size; padding has c = 1e300, so it contributes exactly 0);
     Z: (M, Q); acc: (groups, M(M+1)/2) of zeros, p = m(m+1)/2 + m' for m' <= m.
     Es: (Npad / B, M(M+1)/2, B) receives every Psi2_n[m, m'] (Es[b, p, i] for
-    point b B + i) for :func:`_psi2_backward_blocks`, or has size 0 (not kept).
+    point b B + i) for :func:`_psi2_backward_kept_blocks`, or has size 0 (not kept).
 
     Per block and row m: the cross terms sum_q z_m2q W[q, i] of rows m2 <= m
     come from one GEMM (Z[:m+1] W, BLAS), then one fused pass adds the
@@ -187,7 +189,7 @@ def _psi2_forward_blocks(c, Ut, Rt, Z, g_lo, g_hi, bounds, acc, Es):
 
 
 @njit(**JIT)
-def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
+def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ):
     """Reductions of T_n = sym(dL_dPsi2) * Psi2_n for the points of groups g_lo..g_hi-1.
 
     c, Ut, Rt, Z: as in :func:`_psi2_forward_blocks`; Gp: (M(M+1)/2,) packed
@@ -195,22 +197,21 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
     r_n = T_n 1 (M,), writes r[n] (rows of (Npad, M)), H[n, q] = sum_m z_mq Y_n[m, q]
     (rows of (Npad, Q)) and writes KZ[g, m, q] = sum_{n in group g} R[n, q] Y_n[m, q]
     (as KZ[g] (Q, M), transposed; groups of blocks as in :func:`_psi2_forward_blocks`).
-    Es: the Psi2_n kept by :func:`_psi2_forward_blocks` (read instead of
-    recomputing the exponentials), or of size 0.
+    The exponentials are recomputed here; when the forward pass kept them,
+    :func:`_psi2_backward_kept_blocks` does the same reductions from them.
 
     Only the lower triangle m2 <= m is used, H_n[q] being
     sum_m z_mq (2 sum_{m2 <= m} T[m, m2] z_m2q - T[m, m] z_mq).
 
     Per block of points and row m, with Er = Psi2_n[m, :m+1] over the block
-    ((m+1, B): kept by the forward pass or recomputed) and g = Gs[m, :m+1]:
+    ((m+1, B), recomputed) and g = Gs[m, :m+1]:
     Ym^T = Er^T [g Z, g] ((B, Q+1), one GEMM: row parts of T_n Z and T_n 1),
     D = Er R_block ((m+1, Q), one GEMM) is summed over the blocks of a group (KZ
     is linear in it, with coefficients from Z and Gp alone, so KZ[g] is formed
     once per group),
     and the mirror half of r is one FMA per element (rb[m2] += g[m2] Er[m2]),
-    fused into the exp pass when Er is recomputed.
+    fused into the exp pass.
     """
-    stored = Es.size > 0
     M = Ut.shape[0]
     Q = Rt.shape[0]
     P = M * (M + 1) // 2
@@ -247,31 +248,22 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
                     for q in range(Q):
                         ZgT[m2, q] = gm * Z[m2, q]
                     ZgT[m2, Q] = gm
-                if stored:
-                    Er = Es[b, p0:p0 + m + 1]
-                    for m2 in range(m):
-                        gm = Gp[p0 + m2]
-                        e = Er[m2]
-                        rr = rb[m2]
-                        for i in range(_BLOCK):
-                            rr[i] += gm * e[i]
-                else:
-                    _row_setup(cb, Ub, Rb, Z, m, W, base)
-                    Er = Ebuf[:m + 1]
-                    np.dot(Z[:m + 1], W, Er)
-                    for m2 in range(m):
-                        gm = Gp[p0 + m2]
-                        e = Er[m2]
-                        u = Ub[m2]
-                        rr = rb[m2]
-                        for i in range(_BLOCK):
-                            x = _exp1(base[i] - u[i] - e[i])
-                            e[i] = x
-                            rr[i] += gm * x
-                    e = Er[m]
-                    u = Ub[m]
+                _row_setup(cb, Ub, Rb, Z, m, W, base)
+                Er = Ebuf[:m + 1]
+                np.dot(Z[:m + 1], W, Er)
+                for m2 in range(m):
+                    gm = Gp[p0 + m2]
+                    e = Er[m2]
+                    u = Ub[m2]
+                    rr = rb[m2]
                     for i in range(_BLOCK):
-                        e[i] = _exp1(base[i] - u[i] - e[i])
+                        x = _exp1(base[i] - u[i] - e[i])
+                        e[i] = x
+                        rr[i] += gm * x
+                e = Er[m]
+                u = Ub[m]
+                for i in range(_BLOCK):
+                    e[i] = _exp1(base[i] - u[i] - e[i])
                 np.dot(Er.T, ZgT[:m + 1], YmT)
                 np.dot(Er, RbT, D[:m + 1])
                 k0 = p0 * Q
@@ -296,6 +288,71 @@ def _psi2_backward_blocks(c, Ut, Rt, Z, Gp, g_lo, g_hi, bounds, r, H, KZ, Es):
                 for q in range(Q):
                     H[n, q] = Hb[q, i]
         _kz_of_group(ZT, Gp, Dacc, T, KZ[g])
+
+
+@njit(**JIT)
+def _psi2_backward_kept_blocks(Rt, Z, Gp, Wq, g_lo, g_hi, bounds, r, H, KZ, Es):
+    """The reductions of :func:`_psi2_backward_blocks` from the Psi2_n the forward pass kept.
+
+    Es: (Npad / B, M(M+1)/2, B) from :func:`_psi2_forward_blocks`; Rt, Z, Gp,
+    bounds and the outputs r, H, KZ as in :func:`_psi2_backward_blocks`;
+    Wq: (M(M+1)/2, Q) with Wq[p, q] = k_p Gp[p] z_mq z_m'q for p = (m, m'),
+    k_p = 2 off the diagonal and 1 on it.  With the block's Psi2_n as one
+    (P, B) matrix E_b, per block:
+
+        H_b (B, Q) = E_b^T Wq                   (one GEMM: sum_m z_mq Y_n[m, q])
+        D_b (P, Q) = E_b R_b                    (one GEMM, summed over the group)
+        r_b[m]    += Gp[p] E_b[p] for both ends m of every pair p
+
+    Two GEMMs with an inner dimension of P or B run near BLAS's peak, where
+    row-by-row products of (m+1) x B panels did not; the exponentials are not
+    recomputed.  Groups and summation order as in :func:`_psi2_forward_blocks`.
+    """
+    M = Z.shape[0]
+    Q = Z.shape[1]
+    P = M * (M + 1) // 2
+    Dacc = np.empty((P, Q))  # the group's sum over blocks of D_b
+    Db = np.empty((P, Q))
+    ZT = np.ascontiguousarray(Z.T)
+    T = np.empty((Q, M))
+    rb = np.empty((M, _BLOCK))
+    RbT = np.empty((_BLOCK, Q))
+    Hb = np.empty((_BLOCK, Q))
+    for g in range(g_lo, g_hi):
+        for b in range(bounds[g], bounds[g + 1]):
+            n0 = b * _BLOCK
+            for i in range(_BLOCK):
+                for q in range(Q):
+                    RbT[i, q] = Rt[q, n0 + i]
+            Eb = Es[b]
+            np.dot(Eb.T, Wq, Hb)
+            if b == bounds[g]:
+                np.dot(Eb, RbT, Dacc)
+            else:
+                np.dot(Eb, RbT, Db)
+                Dacc += Db
+            for m in range(M):
+                p0 = m * (m + 1) // 2
+                gd = Gp[p0 + m]
+                e = Eb[p0 + m]
+                rm = rb[m]
+                for i in range(_BLOCK):
+                    rm[i] = gd * e[i]
+                for m2 in range(m):
+                    gm = Gp[p0 + m2]
+                    e = Eb[p0 + m2]
+                    r2 = rb[m2]
+                    for i in range(_BLOCK):
+                        x = gm * e[i]
+                        rm[i] += x
+                        r2[i] += x
+            for i in range(_BLOCK):
+                n = n0 + i
+                for m in range(M):
+                    r[n, m] = rb[m, i]
+                for q in range(Q):
+                    H[n, q] = Hb[i, q]
+        _kz_of_group(ZT, Gp, Dacc.reshape(P * Q), T, KZ[g])
 
 
 @njit(**JIT)
@@ -646,11 +703,15 @@ def _psi2_reductions(c, Ut, Rt, Z, Gp, kept=None):
     r = np.empty((Npad, M))
     H = np.empty((Npad, Q))
     nblock = Npad // _BLOCK
-    Es = _NOT_KEPT if kept is None else kept
     bounds = _group_bounds(nblock)
     ngroup = bounds.shape[0] - 1
     KZ = np.zeros((ngroup, Q, M))  # KZ^T of each group
-    _run_shares(_psi2_backward_blocks, ngroup, lambda lo, hi: (c, Ut, Rt, Z, Gp, lo, hi, bounds, r, H, KZ, Es))
+    if kept is None:
+        _run_shares(_psi2_backward_blocks, ngroup, lambda lo, hi: (c, Ut, Rt, Z, Gp, lo, hi, bounds, r, H, KZ))
+    else:
+        rows, cols = _tril(M)
+        Wq = np.ascontiguousarray((Gp * np.where(rows == cols, 1.0, 2.0))[:, None] * Z[rows] * Z[cols])
+        _run_shares(_psi2_backward_kept_blocks, ngroup, lambda lo, hi: (Rt, Z, Gp, Wq, lo, hi, bounds, r, H, KZ, kept))
     return r[:N], H[:N], np.ascontiguousarray(_sum_rows(KZ).T)
 
 
@@ -777,6 +838,37 @@ def take_kept():
 def put_kept(fw) -> None:
     """Make ``fw`` (from :func:`take_kept`, or None) this thread's kept forward pass."""
     _LAST.forward = fw
+
+
+@njit(**STRICT)
+def _row_gradients(b, a, mu, S, il, WZ, rZ, H, dmu, dS, dl_rows):
+    """The per-row gradient terms of :func:`_gradients`, one pass over (N, Q).
+
+    b = 1 / (l + S), a = 1 / (l + 2 S), mu, S, H: (N, Q); il = 1 / l: (Q,);
+    WZ = W1 [Z, Z^2, 1] and rZ = r [Z, Z^2, 1]: (N, 2Q + 1).  Writes dmu, dS
+    and dl_rows (N, Q), whose column sums (plus sum(w) / 2l) are dL/dl.  Every
+    entry is its own expression (no sums across rows, no fast-math), so a
+    row's values do not depend on the other rows or on the vector width.
+    """
+    N, Q = mu.shape
+    for n in range(N):
+        w = WZ[n, 2 * Q]
+        t = rZ[n, 2 * Q]
+        for q in range(Q):
+            bq = b[n, q]
+            aq = a[n, q]
+            m = mu[n, q]
+            wz = WZ[n, q]
+            wz2 = WZ[n, Q + q]
+            rz = rZ[n, q]
+            rz2 = rZ[n, Q + q]
+            h = H[n, q]
+            aa = aq * aq
+            dS1 = -0.5 * bq * w + 0.5 * bq * bq * (m * m * w - 2.0 * m * wz + wz2)
+            dmu[n, q] = -bq * (m * w - wz) - 2.0 * aq * (t * m - rz)
+            dS[n, q] = dS1 - t * (aq - 2.0 * aa * m * m) + aa * (rz2 - 4.0 * m * rz + h)
+            dl_rows[n, q] = (dS1 + t * (S[n, q] * aq * il[q] + aa * m * m) + 0.5 * aa * rz2
+                             - 2.0 * aa * m * rz + 0.5 * aa * h + 0.5 * il[q] * il[q] * (rz2 - h))
 
 
 # ----------------------------------------------------------------- helpers
@@ -960,36 +1052,35 @@ def _gradients(dv, dL_dPsi1, variance, lengthscales, Z, mu, S, reductions):
     v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S) if fw is None else fw.prepared
     G1 = np.asarray(dL_dPsi1, dtype=np.float64)
 
+    Psi1, b = _psi1(v, l, Zc, muc, S) if fw is None else (fw.Psi1, fw.b)
+    a, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S) if fw is None else fw.terms
+    r, H, KZ = reductions(c, Ut, Rt, Zc, None if fw is None else fw.kept)
+
     # Psi1, with W1 = G1 * Psi1 and d = mu_n - z_m:
     #   dlogPsi1/dmu = -b d, dlogPsi1/dS = -b/2 + b^2 d^2 / 2,
     #   dlogPsi1/dl = S b / (2 l) + b^2 d^2 / 2, dlogPsi1/dz = b d.
-    Psi1, b = _psi1(v, l, Zc, muc, S) if fw is None else (fw.Psi1, fw.b)
+    # Psi2: dL/dE_n[m, m'] = -T_n[m, m'] for the exponent E (module docstring), whose
+    # reductions are r_n = T_n 1, H and KZ.  Both need the row sums of W1 and r against
+    # [Z, Z^2, 1] (one GEMM each) and their column sums against the rows' terms (one GEMM each).
     W1 = G1 * Psi1
-    w = W1.sum(axis=1)
-    WZ = W1 @ Zc
-    WZ2 = W1 @ (Zc * Zc)
-    dv += w.sum() / v
-    dmu = -b * (muc * w[:, None] - WZ)
-    dS = -0.5 * b * w[:, None] + 0.5 * b * b * (muc * muc * w[:, None] - 2.0 * muc * WZ + WZ2)
-    dl = dS.sum(axis=0) + 0.5 * w.sum() / l
-    dZ = W1.T @ (b * muc) - Zc * (W1.T @ b)
-
-    # Psi2: dL/dE_n[m, m'] = -T_n[m, m'] for the exponent E (module docstring).
-    a, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S) if fw is None else fw.terms
-    r, H, KZ = reductions(c, Ut, Rt, Zc, None if fw is None else fw.kept)
-    t = r.sum(axis=1)  # (N,)  sum_mm' T_n
-    rZ = r @ Zc  # (N, Q)
-    rZ2 = r @ (Zc * Zc)
-    tc = t[:, None]
-    aa = a * a
-    dv += 2.0 * t.sum() / v
-    dmu += -2.0 * a * (tc * muc - rZ)
-    dS += -tc * (a - 2.0 * aa * muc * muc) + aa * (rZ2 - 4.0 * muc * rZ + H)
-    dl += (
-        np.sum(tc * (S * a / l + aa * muc * muc) + 0.5 * aa * rZ2 - 2.0 * aa * muc * rZ + 0.5 * aa * H, axis=0)
-        + (0.5 / (l * l)) * (rZ2.sum(axis=0) - H.sum(axis=0))
-    )
-    dZ += -2.0 * (Zc * ((0.5 / l) * r.sum(axis=0)[:, None] + 0.5 * (r.T @ a)) - r.T @ (a * muc)) - 2.0 * KZ
+    N, Q = muc.shape
+    Z1 = np.empty((Zc.shape[0], 2 * Q + 1))
+    Z1[:, :Q] = Zc
+    Z1[:, Q:2 * Q] = Zc * Zc
+    Z1[:, 2 * Q] = 1.0
+    WZ = W1 @ Z1  # [W1 Z, W1 Z^2, w]
+    rZ = r @ Z1  # [r Z, r Z^2, t]
+    dmu = np.empty((N, Q))
+    dS = np.empty((N, Q))
+    dl_rows = np.empty((N, Q))
+    _row_gradients(b, a, muc, S, 1.0 / l, WZ, rZ, H, dmu, dS, dl_rows)
+    w, t = WZ[:, 2 * Q], rZ[:, 2 * Q]
+    dv += (w.sum() + 2.0 * t.sum()) / v
+    dl = dl_rows.sum(axis=0) + 0.5 * w.sum() / l
+    Wb = W1.T @ np.hstack([b * muc, b])  # (M, 2Q)
+    ra = r.T @ np.hstack([a, a * muc])
+    dZ = (Wb[:, :Q] - Zc * Wb[:, Q:]
+          - 2.0 * (Zc * ((0.5 / l) * r.sum(axis=0)[:, None] + 0.5 * ra[:, :Q]) - ra[:, Q:]) - 2.0 * KZ)
 
     dell = dl * 2.0 * ell
     if ell_shape == ():
