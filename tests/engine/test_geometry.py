@@ -363,7 +363,9 @@ def test_energy_gradient_matches_finite_differences():
     P = np.linspace(X[0], X[5], 7) + 0.1 * np.random.default_rng(1).standard_normal((7, Q))
     value, grad = geo.energy(P, with_grad=True)
     assert value == pytest.approx(geo.energy(P))
-    assert check_grad(lambda p: geo.energy(p), P, grad) < 1e-6
+    # a step of 1e-5: at 1e-6 the differences' rounding error alone is ~5e-7 to 1e-6 (the model after
+    # 8 steps changes with the last bits of its fit); at 1e-5 they agree with the gradient to ~7e-8
+    assert check_grad(lambda p: geo.energy(p), P, grad, eps=1e-5) < 1e-6
 
 
 def test_energy_of_short_steps_is_the_squared_metric_length():
