@@ -14,6 +14,10 @@ drawn uniformly without replacement and makes three updates:
 * the minibatch rows' q(x_n): the model's natural-gradient steps on each
   row's own term, or Adam with per-row moments (``local_optimizer="adam"``).
 
+After the iterations, when they read the rows often enough (``polish_passes``),
+a short full-data polish: q(u) to its closed-form optimum over all rows and
+one step on every row's q(x_n) per pass (``model.refine``).
+
 The iterations are booked by :class:`engine.optimize.Run`, as every other
 optimiser's: history, snapshots to ``callback``, ``pause`` and ``stop``
 between iterations (``stop`` also reaches inside one, through
@@ -29,6 +33,7 @@ The model protocol (beside ``engine.optimize``'s)::
     model.local_natural_step(mu, S, gmu, gS, rho, move_mu, move_S) -> (mu, S)
     model.q_u_natural_step(values, rho, target) -> (q_mu, q_sqrt)
     model.write_minibatch(x_global, idx, mu, S)   one locked update of the globals and the rows
+    model.closed_form_q_u, model.refine(passes) -> full bound   the polish (optional)
 """
 from __future__ import annotations
 
@@ -121,7 +126,8 @@ def fit_svi(model, max_iters=1000, callback=None, stop=None, pause=None, *, batc
             learning_rate=0.02, final_learning_rate=None, natgrad_step=0.3, final_natgrad_step=None,
             local_step=0.5, local_iters=2, local_optimizer="natgrad", local_learning_rate=None,
             positive_steps="log", betas=(0.9, 0.999), eps=1e-8, warm_up_iters=None,
-            warm_up_fixed=("noise_variance",), seed=None, evaluate_final=True, tol=None) -> FitResult:
+            warm_up_fixed=("noise_variance",), seed=None, evaluate_final=True, tol=None,
+            polish_passes=None) -> FitResult:
     """Stochastic variational inference on ``model`` (module docstring); what ``engine.fit(m, optimizer="svi")`` runs.
 
     One iteration = one minibatch of ``batch_size`` rows (default: the
@@ -161,6 +167,20 @@ def fit_svi(model, max_iters=1000, callback=None, stop=None, pause=None, *, batc
         ``warm_up_iters`` iterations (default ``model.warm_up_iters``, at most
         half of ``max_iters``).
     seed : of the minibatch sampler (default: the model's seed).
+    polish_passes : full-data passes after the iterations, each q(u) set to
+        its optimum over all rows and then one natural-gradient step on
+        every row's q(x_n) with the kernel, Z and the noise held
+        (``model.refine``, row chunks in a fixed order).  A minibatch row
+        moves only when it is drawn, once per N / B iterations; a pass
+        moves every row and costs less than an epoch of iterations (large
+        chunks, no global step).  None (default): one
+        pass per :data:`EPOCHS_PER_POLISH_PASS` epochs the iterations
+        read (iterations x B / N), at most :data:`MAX_POLISH_PASSES`, so
+        the polish costs a small share of the fit and none when the fit
+        reads less than that (e.g. 10^6 rows); only for a model whose q(u)
+        has a closed-form optimum (``model.closed_form_q_u``); 0: none.
+        Skipped when the fit is stopped; ``stop`` also ends a pass between
+        its row chunks.
     evaluate_final : see below.  ``tol`` is accepted for the common
         signature and unused (SVI has no convergence test).
 
@@ -168,8 +188,8 @@ def fit_svi(model, max_iters=1000, callback=None, stop=None, pause=None, *, batc
     ``q_sqrt`` moves the other one by Adam.  Snapshots (``callback``) and
     the history report the minibatch estimate of the bound (noisy,
     unbiased).  ``FitResult.objective`` is the full bound at the end (one
-    chunked pass) when ``evaluate_final``, else the mean estimate over the
-    last min(iterations, N / B) iterations.  The model is left at the last
+    chunked pass) when ``evaluate_final`` or after a polish, else the mean
+    estimate over the last min(iterations, N / B) iterations.  The model is left at the last
     iterate (SVI keeps no "best" point).  ``stop`` ends the fit after the
     current iteration; ``pause`` blocks between iterations.
     """
@@ -192,6 +212,7 @@ def fit_svi(model, max_iters=1000, callback=None, stop=None, pause=None, *, batc
     local_lr = positive_number(0.5 if local_learning_rate is None else local_learning_rate, "local_learning_rate")
     rng = np.random.default_rng(model.seed if seed is None else seed)
     warm_up = min(int(model.warm_up_iters if warm_up_iters is None else warm_up_iters), max_iters // 2)
+    polish_passes = _checked_polish(polish_passes, model)
     fixed = model.fixed
     held = [n for n in warm_up_fixed if n in model.parameter_names and n not in fixed]
 
@@ -265,14 +286,52 @@ def fit_svi(model, max_iters=1000, callback=None, stop=None, pause=None, *, batc
                 run.record(None, -value, g[adam_mask])
     except (Stopped, Cancelled):
         stopped = True
-    if evaluate_final and not stopped:
+    polished = None
+    passes = 0 if stopped else _polish_passes(polish_passes, model, run.iteration * B / max(N, 1))
+    if passes:
+        try:
+            with single_blas_thread(), watching(stop):
+                polished = model.refine(passes=passes)
+        except Cancelled:
+            stopped = True
+    if polished is not None:
+        objective = polished
+    elif evaluate_final and not stopped:
         objective = model.objective()
     else:
         objective = float(np.mean(recent)) if recent else (model.objective() if evaluate_final else math.nan)
     message = (f"Stopped on request after {run.iteration} iterations." if stopped
-               else f"Stopped after max_iters={max_iters} SVI iterations (SVI has no convergence test).")
+               else f"Stopped after max_iters={max_iters} SVI iterations (SVI has no convergence test)"
+                    + (f" and {passes} full-data polish pass{'es' if passes > 1 else ''}." if passes else "."))
     return FitResult(objective=float(objective), iterations=run.iteration, n_evaluations=run.n_evaluations,
                      elapsed=run.elapsed(), stopped=stopped, converged=False, message=message, history=run.history)
+
+
+#: The automatic polish: one full-data pass per this many epochs the iterations read ...
+EPOCHS_PER_POLISH_PASS = 3
+#: ... and at most this many passes.
+MAX_POLISH_PASSES = 3
+
+
+def _checked_polish(polish_passes, model):
+    """``fit_svi``'s ``polish_passes`` checked before anything moves: None (automatic) or a count."""
+    if polish_passes is None:
+        return None
+    passes = integer(polish_passes, "polish_passes", minimum=0)
+    if passes and not getattr(model, "closed_form_q_u", False):
+        raise ConfigurationError(
+            f"polish_passes={passes} needs a model whose q(u) has a closed-form optimum over all rows "
+            f"(the Gaussian likelihood); {type(model).__name__} has none: pass polish_passes=0.")
+    return passes
+
+
+def _polish_passes(polish_passes, model, epochs):
+    """How many full-data polish passes follow iterations that read ``epochs`` times the rows."""
+    if polish_passes is not None:
+        return polish_passes
+    if not getattr(model, "closed_form_q_u", False):
+        return 0
+    return min(MAX_POLISH_PASSES, int(epochs // EPOCHS_PER_POLISH_PASS))
 
 
 def _row_adam_step(adam, idx, g, t, rate):

@@ -252,6 +252,9 @@ class StochasticBayesianGPLVM(LatentVariableModel):
     default_optimizer = "svi"
     #: SVI iterations for which the noise variance is held at the start of a fit.
     warm_up_iters = 200
+    #: q(u)'s optimum over all rows is closed-form (:meth:`reset_q_u`), so :meth:`refine` costs about
+    #: two chunked passes over Y and ``fit_svi`` polishes with it by default.
+    closed_form_q_u = True
 
     def __init__(self, Y, latent_dim, num_inducing=50, batch_size=256, kernel=None, init="pca", seed=0,
                  X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=ROW_CHUNK, backend=None,

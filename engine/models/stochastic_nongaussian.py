@@ -58,6 +58,8 @@ class NonConjugateStochasticBGPLVM(NonGaussianMixin, StochasticBayesianGPLVM, li
     #: No noise variance to hold at the start of a fit.
     warm_up_iters = 0
     warm_up_fixed = ()
+    #: q(u)'s optimum has no closed form here (its reset_q_u iterates): ``fit_svi`` does not polish.
+    closed_form_q_u = False
 
     def __init__(self, Y, latent_dim, num_inducing=50, batch_size=256, kernel=None, init="pca", seed=0,
                  X=None, X_variance=0.5, Z=None, noise_variance=None, chunk_size=ROW_CHUNK, backend=None,

@@ -316,6 +316,83 @@ def test_refine_leaves_q_u_at_its_optimum_for_all_rows():
     assert np.max(np.abs(g["q_mu"])) < 1e-6 * max(1.0, np.max(np.abs(g["X_mean"])))
 
 
+# ------------------------------------------------------------------ the full-data polish after SVI
+
+
+def _svi(max_iters, **options):
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20)
+    return m, engine.fit(m, optimizer="svi", max_iters=max_iters, **options)
+
+
+def test_polish_passes_are_refine_passes_after_the_iterations():
+    polished, result = _svi(30, polish_passes=2)
+    plain, plain_result = _svi(30, polish_passes=0)
+    assert plain_result.objective == plain.objective()
+    expected = plain.refine(passes=2)
+    np.testing.assert_array_equal(polished.get_free(), plain.get_free())
+    assert result.objective == expected and expected > plain_result.objective
+    assert "2 full-data polish passes" in result.message and result.iterations == 30
+
+
+# N = 60 rows, batches of 20: an epoch is 3 iterations, a pass per 3 epochs, at most 3 passes
+@pytest.mark.parametrize("iters, passes", [(8, 0), (9, 1), (40, 3)])
+def test_the_automatic_polish_follows_the_epochs_the_iterations_read(iters, passes):
+    auto, result = _svi(iters)
+    explicit, _ = _svi(iters, polish_passes=passes)
+    np.testing.assert_array_equal(auto.get_free(), explicit.get_free())
+    other, _ = _svi(iters, polish_passes=passes + 1)
+    assert not np.array_equal(auto.get_free(), other.get_free())
+
+
+def test_a_stopped_fit_is_not_polished_and_stop_reaches_inside_the_polish():
+    def stopped_at_20(**options):
+        stop = threading.Event()
+        return _svi(40, callback=lambda s: s.iteration == 20 and stop.set(), stop=stop, **options)
+
+    stopped, result = stopped_at_20()  # 20 iterations read enough rows for two passes
+    plain, _ = stopped_at_20(polish_passes=0)
+    assert result.stopped and result.iterations == 20
+    np.testing.assert_array_equal(stopped.get_free(), plain.get_free())
+    # stop set as the polish begins: it ends at the polish's first row chunk, the fit reports a stop
+    m = StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20, chunk_size=16)
+    stop = threading.Event()
+    reset = m.reset_q_u
+
+    def reset_then_stop(*args, **kwargs):
+        stop.set()
+        return reset(*args, **kwargs)
+
+    m.reset_q_u = reset_then_stop
+    result = engine.fit(m, optimizer="svi", max_iters=40, stop=stop)
+    assert result.stopped and result.iterations == 40 and "Stopped on request" in result.message
+
+
+@pytest.mark.parametrize("passes", [-1, 1.5, "2", True])
+def test_impossible_polish_passes_are_refused_before_anything_moves(passes):
+    m = _model()
+    before = m.get_free()
+    with pytest.raises(engine.ConfigurationError, match="polish_passes"):
+        engine.fit(m, optimizer="svi", max_iters=3, polish_passes=passes)
+    np.testing.assert_array_equal(m.get_free(), before)
+
+
+def test_a_model_without_a_closed_form_q_u_is_not_polished():
+    Y = (_data() > 0).astype(float)
+
+    def bernoulli():
+        return StochasticBayesianGPLVM(Y, Q, num_inducing=M, batch_size=20, likelihood="bernoulli")
+
+    auto, plain = bernoulli(), bernoulli()
+    engine.fit(auto, optimizer="svi", max_iters=12)
+    engine.fit(plain, optimizer="svi", max_iters=12, polish_passes=0)
+    np.testing.assert_array_equal(auto.get_free(), plain.get_free())
+    m = bernoulli()
+    before = m.get_free()
+    with pytest.raises(engine.ConfigurationError, match="polish_passes=1.*closed-form"):
+        engine.fit(m, optimizer="svi", max_iters=3, polish_passes=1)
+    np.testing.assert_array_equal(m.get_free(), before)
+
+
 # ------------------------------------------------------------------ step rules
 
 
@@ -477,12 +554,14 @@ def test_per_row_adam_corrects_each_rows_moments_for_its_own_visits():
 
 
 def test_per_row_adam_at_its_default_rate_reaches_the_natural_gradient_fits_bound():
+    # the iterations alone (no full-data polish, which moves every row whatever the rows' optimiser)
     natgrad = engine.fit(StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20),
-                         optimizer="svi", max_iters=600)
+                         optimizer="svi", max_iters=600, polish_passes=0)
     adam = engine.fit(StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20),
-                      optimizer="svi", max_iters=600, local_optimizer="adam")
+                      optimizer="svi", max_iters=600, local_optimizer="adam", polish_passes=0)
     slow = engine.fit(StochasticBayesianGPLVM(_data(), Q, num_inducing=M, batch_size=20),
-                      optimizer="svi", max_iters=600, local_optimizer="adam", local_learning_rate=0.02)
+                      optimizer="svi", max_iters=600, local_optimizer="adam", local_learning_rate=0.02,
+                      polish_passes=0)
     assert adam.objective > natgrad.objective - 5.0
     assert slow.objective < natgrad.objective - 50.0  # the rows' rate matters: the globals' rate is far too small
 
