@@ -9,6 +9,18 @@
 3. At 10^5 generated rows: the SVI bound per row against the collapsed
    BayesianGPLVM's after its L-BFGS fit, and the ratio of the fit times
    (target: within 10%, in <= 1/10 of the time).
+4. The race at 20,000 generated rows (``--race-rows``; D=12, or each of
+   ``--race-dims``), on process CPU time (``time.process_time``, construction
+   included, BLAS held to one thread): the collapsed BayesianGPLVM (L-BFGS)
+   given ``--race-budget`` CPU seconds (60), SVI fits of ``--race-iters``
+   iterations given a tenth of it (a fit past that is stopped after the
+   iteration that crosses it, and judged by its state then), each with
+   fit_svi's default full-data polish and without it (``polish_passes=0``).
+   Each bound per row is put against an independent-Gaussian baseline (every
+   column its own Gaussian at its sample mean and variance:
+   -1/2 sum_d log(2 pi e var_d) nats per row); target: SVI's gain over it
+   >= 90% of the collapsed fit's gain, in <= 1/10 of its CPU time.  Run it
+   with ``NUMBA_NUM_THREADS=1`` for single-core budgets.
 
 Options ``--oil-collapsed ITERS`` and ``--gpytorch`` (``--gpytorch-tutorial``)
 put the references the oil target names beside the SVI fits, on the same
@@ -188,7 +200,8 @@ Usage::
         [--oil-iters 4000] [--oil-seeds 0 1 2] [--oil-before] [--oil-collapsed 600]
         [--gpytorch] [--gpytorch-tutorial] [--gpytorch-iters 10000] [--sizes 10000 1000000]
         [--compare-rows 100000] [--collapsed-iters 150] [--compare-iters 3000]
-        [--compare-budgets 2000 2500] [--skip oil,scaling,compare]
+        [--compare-budgets 2000 2500] [--race-rows 20000] [--race-dims 12 40] [--race-budget 60]
+        [--race-iters 300 600 1200 2000] [--skip oil,scaling,compare,race]
 """
 from __future__ import annotations
 
@@ -196,6 +209,7 @@ import argparse
 import math
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -232,7 +246,7 @@ def generated_memmap(n, directory, D=12, seed=0, chunk=100_000):
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((3, 8))
     B = rng.standard_normal((8, D)) / np.sqrt(8)
-    path = Path(directory) / f"gen_{n}.npy"
+    path = Path(directory) / f"gen_{n}_{D}_{seed}.npy"
     out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, D))
     for a in range(0, n, chunk):
         b = min(a + chunk, n)
@@ -400,6 +414,81 @@ def bench_compare(args, tmp):
             break
 
 
+def independent_gaussian_per_row(Y, chunk=100_000):
+    """Log-likelihood per row, nats, of every column as its own Gaussian at its sample mean and variance."""
+    n = Y.shape[0]
+    total, total_sq = np.zeros(Y.shape[1]), np.zeros(Y.shape[1])
+    for a in range(0, n, chunk):
+        block = np.asarray(Y[a:a + chunk], dtype=np.float64)
+        total += block.sum(axis=0)
+        total_sq += np.sum(block * block, axis=0)
+    var = total_sq / n - (total / n) ** 2
+    return float(-0.5 * np.sum(np.log(2.0 * np.pi * var) + 1.0))
+
+
+def cpu_budgeted(fit, budget):
+    """Run ``fit(callback, stop)`` with ``stop`` set once the process has spent ``budget`` CPU seconds
+    since the call began: (its result, CPU seconds spent, (CPU seconds, objective) after each iteration)."""
+    stop, trace = threading.Event(), []
+    c0 = time.process_time()
+
+    def callback(snapshot):
+        spent = time.process_time() - c0
+        trace.append((spent, snapshot.objective))
+        if spent >= budget:
+            stop.set()
+
+    result = fit(callback, stop)
+    return result, time.process_time() - c0, trace
+
+
+def bench_race(args, tmp):
+    from engine._threads import single_blas_thread
+
+    import numba
+
+    n, budget = args.race_rows, args.race_budget
+    for D in args.race_dims:
+        Ym = generated_memmap(n, tmp, D=D, seed=1)
+        base = independent_gaussian_per_row(Ym)
+        print(f"race at N={n:,d}, D={D} (Q=10, M=50; process CPU time, BLAS one thread, numba threads "
+              f"{numba.config.NUMBA_NUM_THREADS}): independent-Gaussian baseline {base:.3f} nats per row; "
+              f"{machine_load()}", flush=True)
+        with single_blas_thread():
+            def collapsed(callback, stop):
+                c = engine.BayesianGPLVM(np.asarray(Ym), 10, num_inducing=50)
+                return engine.fit(c, optimizer="lbfgs", max_iters=100_000, callback=callback, stop=stop)
+
+            rc, cpu_c, trace = cpu_budgeted(collapsed, budget)
+        per_row_c = rc.objective / n
+        gain_c = per_row_c - base
+        aim = base + 0.9 * gain_c
+        marks = [(t, o / n) for t, o in trace]
+        at = "; ".join(f"{max((o for t, o in marks if t <= b), default=math.nan):.3f} at {b:g} s"
+                       for b in (budget / 10, budget / 4, budget / 2))
+        print(f"  collapsed, L-BFGS: {per_row_c:.3f} nats per row (gain {gain_c:.3f}) in {cpu_c:.1f} CPU s, "
+              f"{rc.iterations} iterations (on the way: {at}); 90% of its gain: {aim:.3f}", flush=True)
+        for iters in args.race_iters:
+            for label, options in (("default polish", {}), ("no polish", {"polish_passes": 0})):
+                with single_blas_thread():
+                    def svi(callback, stop):
+                        s = engine.StochasticBayesianGPLVM(Ym, 10, num_inducing=50, batch_size=256)
+                        r = engine.fit(s, optimizer="svi", max_iters=iters, callback=callback, stop=stop,
+                                       evaluate_final=False, **options)
+                        return s, r
+
+                    (s, rs), cpu_s, _ = cpu_budgeted(svi, budget / 10)
+                    per_row_s = s.objective() / n
+                fraction = (per_row_s - base) / gain_c
+                # a fit stopped at the budget is judged by its state then (one iteration past it)
+                met = fraction >= 0.9 and (cpu_s <= budget / 10 or rs.stopped)
+                print(f"  SVI {iters:5d} iterations, {label:14s}: {per_row_s:8.3f} nats per row, "
+                      f"{fraction:6.1%} of the collapsed gain, {cpu_s:5.2f} CPU s = {cpu_s / cpu_c:.3f} of the "
+                      f"collapsed fit's{' (stopped at the budget)' if rs.stopped else ''}: "
+                      f"{'met' if met else 'not met'}; {rs.message}", flush=True)
+        print(f"  {machine_load()} at the end", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help="oil-flow .npz (arrays Y, labels)")
@@ -424,7 +513,13 @@ def main(argv=None):
     p.add_argument("--compare-budgets", type=int, nargs="*", default=[2000, 2500], metavar="ITERS",
                    help="then SVI fits of these budgets, smallest first, until one comes within 10%% of the "
                         "collapsed bound per row")
-    p.add_argument("--skip", default="", help="comma-separated parts to skip: oil, scaling, compare")
+    p.add_argument("--race-rows", type=int, default=20_000)
+    p.add_argument("--race-dims", type=int, nargs="+", default=[12], metavar="D",
+                   help="output dimensions of the generated data of the race (one race per D)")
+    p.add_argument("--race-budget", type=float, default=60.0, help="the collapsed fit's CPU seconds")
+    p.add_argument("--race-iters", type=int, nargs="+", default=[300, 600, 1200, 2000],
+                   help="SVI fits of these many iterations, each given a tenth of --race-budget")
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: oil, scaling, compare, race")
     args = p.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     engine.psi.warm_up()
@@ -435,6 +530,8 @@ def main(argv=None):
             bench_scaling(args, tmp)
         if "compare" not in skip:
             bench_compare(args, tmp)
+        if "race" not in skip:
+            bench_race(args, tmp)
 
 
 if __name__ == "__main__":
