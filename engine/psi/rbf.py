@@ -83,6 +83,7 @@ import numba
 import numpy as np
 
 from .._jit import JIT, STRICT, njit
+from .._threads import single_blas_thread
 from ._exp import _exp1
 
 #: Parameter names, in the order the array functions take them.
@@ -906,6 +907,25 @@ def _psi2_terms(variance, l, Z, mu, S):
     return a, np.ascontiguousarray(c), np.ascontiguousarray(Ut), Rt
 
 
+def _pinned_psi1(variance, l, Z, mu, S):
+    with single_blas_thread():  # for BLAS libraries whose limit is per thread
+        return _psi1(variance, l, Z, mu, S)
+
+
+def _psi1_and_terms(variance, l, Z, mu, S):
+    """(_psi1(...), _psi2_terms(...)): the two are independent numpy work, so with a second
+    thread Psi1 is computed on the pool while this thread forms the Psi2 terms (numpy
+    releases the GIL in its loops and BLAS calls; the values do not depend on the thread)."""
+    if _nthread(2) == 1:
+        return _psi1(variance, l, Z, mu, S), _psi2_terms(variance, l, Z, mu, S)
+    psi1 = _pool().submit(_pinned_psi1, variance, l, Z, mu, S)
+    try:
+        terms = _psi2_terms(variance, l, Z, mu, S)
+    finally:
+        Psi1_b = psi1.result()
+    return Psi1_b, terms
+
+
 @functools.lru_cache(maxsize=16)
 def _tril(M):
     """np.tril_indices(M), read-only, made once per M (the packed order of the lower triangles)."""
@@ -952,8 +972,7 @@ def psi_stats(variance, lengthscales, Z, mu, S):
     prepared = _prepare(*args)
     v, l, Zc, muc, S = prepared
     N, M = muc.shape[0], Zc.shape[0]
-    Psi1, b = _psi1(v, l, Zc, muc, S)
-    terms = _psi2_terms(v, l, Zc, muc, S)
+    (Psi1, b), terms = _psi1_and_terms(v, l, Zc, muc, S)
     _, c, Ut, Rt = terms
     packed, kept = _psi2_packed(c, Ut, Rt, Zc, keep=True)
     _LAST.forward = _Forward(args, prepared, Psi1, b, terms, kept)
@@ -974,8 +993,7 @@ def psi_stats_weighted(variance, lengthscales, Z, mu, S, W):
     v, l, Zc, muc, S = prepared
     M = Zc.shape[0]
     W = np.ascontiguousarray(W, dtype=np.float64)
-    Psi1, b = _psi1(v, l, Zc, muc, S)
-    terms = _psi2_terms(v, l, Zc, muc, S)
+    (Psi1, b), terms = _psi1_and_terms(v, l, Zc, muc, S)
     _, c, Ut, Rt = terms
     packed, kept = _psi2_weighted_packed(c, Ut, Rt, Zc, W, keep=True)
     _LAST.forward = _Forward(args, prepared, Psi1, b, terms, kept)
@@ -1002,8 +1020,7 @@ def psi_contract(variance, lengthscales, Z, mu, S, Ep):
     one (B, M(M+1)/2) x (M(M+1)/2, K) GEMM per block of B points.
     """
     v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S)
-    Psi1, _ = _psi1(v, l, Zc, muc, S)
-    _, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S)
+    (Psi1, _), (_, c, Ut, Rt) = _psi1_and_terms(v, l, Zc, muc, S)
     T = _psi2_contractions(c, Ut, Rt, Zc, np.ascontiguousarray(Ep, dtype=np.float64))
     return np.full(muc.shape[0], v), Psi1, T
 
@@ -1052,8 +1069,7 @@ def _gradients(dv, dL_dPsi1, variance, lengthscales, Z, mu, S, reductions):
     v, l, Zc, muc, S = _prepare(variance, lengthscales, Z, mu, S) if fw is None else fw.prepared
     G1 = np.asarray(dL_dPsi1, dtype=np.float64)
 
-    Psi1, b = _psi1(v, l, Zc, muc, S) if fw is None else (fw.Psi1, fw.b)
-    a, c, Ut, Rt = _psi2_terms(v, l, Zc, muc, S) if fw is None else fw.terms
+    (Psi1, b), (a, c, Ut, Rt) = _psi1_and_terms(v, l, Zc, muc, S) if fw is None else ((fw.Psi1, fw.b), fw.terms)
     r, H, KZ = reductions(c, Ut, Rt, Zc, None if fw is None else fw.kept)
 
     # Psi1, with W1 = G1 * Psi1 and d = mu_n - z_m:
