@@ -536,6 +536,30 @@ def test_shape_errors():
         psi.gradients(k, np.zeros((3, 2)), np.zeros((4, 2)), np.ones((4, 2)), 1.0, np.ones((4, 2)), np.ones((3, 3)))
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", ["Z", "mu", "S"])
+def test_a_single_non_finite_entry_is_refused_by_name(where, bad):
+    k = FakeKernel("rbf", 2, variance=1.0, lengthscales=np.ones(2))
+    args = dict(Z=np.zeros((3, 2)), mu=np.zeros((40, 2)), S=np.ones((40, 2)))
+    args[where][-1, 1] = bad
+    with pytest.raises(ShapeError, match=f"finite values in {where}"):
+        psi.compute(k, args["Z"], args["mu"], args["S"])
+    with pytest.raises(ShapeError, match=f"finite values in {where}"):
+        psi.gradients(k, args["Z"], args["mu"], args["S"], 1.0, np.ones((40, 3)), np.ones((3, 3)))
+
+
+def test_finite_entries_whose_sum_overflows_are_accepted_and_negative_variances_refused():
+    k = FakeKernel("rbf", 2, variance=1.0, lengthscales=np.ones(2))
+    mu = np.zeros((4, 2))
+    mu[:, 0] = 1e308  # finite; their sum is inf
+    S = np.ones((4, 2))
+    stats = psi.compute(k, np.zeros((3, 2)), mu, S)
+    assert np.all(np.isfinite(stats.Psi1))
+    S[2, 1] = -1e-12
+    with pytest.raises(ShapeError, match="non-negative variances"):
+        psi.compute(k, np.zeros((3, 2)), np.zeros((4, 2)), S)
+
+
 def test_registry_and_result_types():
     assert set(psi.REGISTRY) >= {"rbf", "linear", "bias", "white"}
     for name, family in psi.REGISTRY.items():
