@@ -106,9 +106,13 @@ def _sqdist_grads(A, B, XsT, X2sT, symmetric):
     for i in range(N):
         a_row = A[i]
         b_row = B[i]
-        s = 0.0
         for j in range(N2):
             w[j] = a_row[j] * b_row[j]
+        # The reductions are loops that only read: a loop that also stores is vectorised behind
+        # a run-time check that its arrays are far enough apart, and takes the scalar path (another
+        # summation order, other last bits) when the heap happens to place them close together.
+        s = 0.0
+        for j in range(N2):
             s += w[j]
         total += s
         for q in range(Q):
@@ -116,18 +120,14 @@ def _sqdist_grads(A, B, XsT, X2sT, symmetric):
             x2q = X2sT[q]
             acc = 0.0
             accsq = 0.0
+            for j in range(N2):
+                t = w[j] * (a - x2q[j])
+                acc += t
+                accsq += t * (a - x2q[j])
             if symmetric:
                 gq = gXsT[q]
                 for j in range(N2):
-                    t = w[j] * (a - x2q[j])
-                    acc += t
-                    accsq += t * (a - x2q[j])
-                    gq[j] -= t
-            else:
-                for j in range(N2):
-                    t = w[j] * (a - x2q[j])
-                    acc += t
-                    accsq += t * (a - x2q[j])
+                    gq[j] -= w[j] * (a - x2q[j])
             gXsT[q, i] += acc
             wsq[q] += accsq
     for q in range(Q):

@@ -177,12 +177,12 @@ def _psi2_forward_blocks(c, Ut, Rt, Z, g_lo, g_hi, bounds, acc, Es):
                 e = G[m2]
                 u = Ub[m2]
                 s = 0.0
-                if store:
+                if store:  # stored first, then summed by a loop that only reads (see _kz_of_group)
                     Eo = Es[b, p0 + m2]
                     for i in range(_BLOCK):
-                        x = _exp1(base[i] - u[i] - e[i])
-                        Eo[i] = x
-                        s += x
+                        Eo[i] = _exp1(base[i] - u[i] - e[i])
+                    for i in range(_BLOCK):
+                        s += Eo[i]
                 else:
                     for i in range(_BLOCK):
                         s += _exp1(base[i] - u[i] - e[i])
@@ -375,10 +375,13 @@ def _kz_of_group(ZT, Gp, Dacc, T, KZT):
         for q in range(Q):
             zmq = ZT[q, m]
             s = 0.0
+            # the sum by a loop that only reads: one that also stores is vectorised behind a
+            # run-time check that its arrays are far enough apart and runs scalar (another
+            # summation order) when the heap places them close together
             for m2 in range(m):
-                t = T[q, m2]
-                s += t * ZT[q, m2]
-                KZT[q, m2] += t * zmq
+                s += T[q, m2] * ZT[q, m2]
+            for m2 in range(m):
+                KZT[q, m2] += T[q, m2] * zmq
             KZT[q, m] += s + T[q, m] * zmq
 
 
