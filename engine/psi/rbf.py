@@ -910,6 +910,10 @@ def _psi2_terms(variance, l, Z, mu, S):
     return a, np.ascontiguousarray(c), np.ascontiguousarray(Ut), Rt
 
 
+#: Fewest rows for which Psi1 goes to the pool (below, waking a thread costs more than it saves).
+_POOLED_PSI1_ROWS = 512
+
+
 def _pinned_psi1(variance, l, Z, mu, S):
     with single_blas_thread():  # for BLAS libraries whose limit is per thread
         return _psi1(variance, l, Z, mu, S)
@@ -919,7 +923,7 @@ def _psi1_and_terms(variance, l, Z, mu, S):
     """(_psi1(...), _psi2_terms(...)): the two are independent numpy work, so with a second
     thread Psi1 is computed on the pool while this thread forms the Psi2 terms (numpy
     releases the GIL in its loops and BLAS calls; the values do not depend on the thread)."""
-    if _nthread(2) == 1:
+    if _nthread(2) == 1 or mu.shape[0] < _POOLED_PSI1_ROWS:
         return _psi1(variance, l, Z, mu, S), _psi2_terms(variance, l, Z, mu, S)
     psi1 = _pool().submit(_pinned_psi1, variance, l, Z, mu, S)
     try:
