@@ -29,29 +29,35 @@ GPyTorch tutorial's SVI recipe (``_gpytorch_recipe.py``; needs torch and
 gpytorch, see benchmarks/README.md) at the target's Q=10, M=50 and at the
 tutorial's own Q=12, M=25.
 
-The race (``--skip oil,scaling,compare --race-dims 12 40``, NUMBA_NUM_THREADS=1,
-OPENBLAS_CORETYPE unset, load average 1.9-4.7 from other work on the 2 cores):
-SVI bound per row, share of the collapsed fit's gain over the independent-
-Gaussian baseline, process CPU seconds (construction + fit + polish):
+The race (``--skip oil,scaling,compare --race-dims 12 40 --race-iters 200 300
+600``, NUMBA_NUM_THREADS=1, OPENBLAS_CORETYPE unset, load average 2.6-3.9 from
+other work on the 2 cores): SVI bound per row, share of the collapsed fit's
+gain over the independent-Gaussian baseline, process CPU seconds
+(construction + fit + polish):
 
-  ====================  ===============================  ===============================
-  D (baseline;          SVI with the full-data polish    the iterations alone
-  collapsed in 60 s)    (fit_svi's default)              (``polish_passes=0``)
-  ====================  ===============================  ===============================
-  12 (-8.627; 6.203)    300 it.: 7.459, 108.5%, 1.95 s   300 it.: -22.669, -94.7%, 1.82 s
-                        600 it.: 8.882, 118.1%, 3.97 s   600 it.: 6.126, 99.5%, 3.58 s
-  40 (-32.534; 44.885)  300 it.: 42.037, 96.3%, 2.08 s   300 it.: -15.821, 21.6%, 1.91 s
-                        600 it.: 47.596, 103.5%, 4.00 s  600 it.: 30.698, 81.7%, 3.91 s
-  ====================  ===============================  ===============================
+  ====================  ================================  ================================
+  D (baseline;          SVI with the full-data polish     the iterations alone
+  collapsed in 60 s)    (fit_svi's default: 1, 1, 3       (``polish_passes=0``)
+                        passes)
+  ====================  ================================  ================================
+  12 (-8.627; 6.205)    200 it.: 5.516, 95.4%, 0.90 s     200 it.: -3.601, 33.9%, 0.68 s
+                        300 it.: 7.459, 108.5%, 1.25 s    300 it.: -22.669, -94.7%, 1.08 s
+                        600 it.: 8.919, 118.3%, 2.50 s    600 it.: 6.126, 99.5%, 2.13 s
+  40 (-32.534; 44.901)  200 it.: 33.638, 85.5%, 0.93 s    200 it.: 2.429, 45.2%, 0.77 s
+                        300 it.: 42.037, 96.3%, 1.30 s    300 it.: -15.819, 21.6%, 1.08 s
+                        600 it.: 48.051, 104.1%, 2.68 s   600 it.: 33.182, 84.9%, 2.61 s
+  ====================  ================================  ================================
 
-  The collapsed fit (329 L-BFGS iterations in 60 CPU s, not converged) was at
-  -2.415 / 14.260 nats per row after 6 CPU s (D = 12 / 40).  Fits of 1200 and
-  2000 iterations were stopped at the 6 s budget (954-1152 iterations), all
-  at 104-120% with or without the polish: the iterations alone reach the target
-  too when the budget holds ~1000 of them; the polish reaches it in 300
-  (1/30 of the collapsed fit's CPU), where the rows have been visited ~4
-  times.  With OPENBLAS_CORETYPE=Haswell (D = 12, load 3.1-3.6) the SVI
-  figures were the same and the collapsed fit made 273 iterations (6.132).
+  The collapsed fit (342-343 L-BFGS iterations in 60 CPU s, not converged)
+  was at -2.207 / 12.521 nats per row after 6 CPU s (D = 12 / 40).  In an
+  earlier run (polish every 3 epochs, before the psi backward's GEMM
+  reduction changed the last bits), fits of 1200 and 2000 iterations were
+  stopped at the 6 s budget (954-1152 iterations), all at 104-120% with or
+  without the polish: the iterations alone reach the target when the budget
+  holds ~1000 of them; with the polish 300 do (1/50 of the collapsed fit's
+  CPU), where each row has been drawn ~4 times.  With OPENBLAS_CORETYPE=
+  Haswell (D = 12, load 3.1-3.6) the SVI figures were the same and the
+  collapsed fit made 273 iterations (6.132).
 
 One run of everything (``--oil-collapsed 600 --gpytorch --gpytorch-tutorial``,
 torch 2.13 CPU, one torch thread, load average 0.9-1.7): top-two 1-NN errors

@@ -308,7 +308,7 @@ def fit_svi(model, max_iters=1000, callback=None, stop=None, pause=None, *, batc
 
 
 #: The automatic polish: one full-data pass per this many epochs the iterations read ...
-EPOCHS_PER_POLISH_PASS = 3
+EPOCHS_PER_POLISH_PASS = 2
 #: ... and at most this many passes.
 MAX_POLISH_PASSES = 3
 

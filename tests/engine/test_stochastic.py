@@ -335,8 +335,8 @@ def test_polish_passes_are_refine_passes_after_the_iterations():
     assert "2 full-data polish passes" in result.message and result.iterations == 30
 
 
-# N = 60 rows, batches of 20: an epoch is 3 iterations, a pass per 3 epochs, at most 3 passes
-@pytest.mark.parametrize("iters, passes", [(8, 0), (9, 1), (40, 3)])
+# N = 60 rows, batches of 20: an epoch is 3 iterations, a pass per 2 epochs, at most 3 passes
+@pytest.mark.parametrize("iters, passes", [(5, 0), (6, 1), (9, 1), (12, 2), (40, 3)])
 def test_the_automatic_polish_follows_the_epochs_the_iterations_read(iters, passes):
     auto, result = _svi(iters)
     explicit, _ = _svi(iters, polish_passes=passes)
@@ -350,7 +350,7 @@ def test_a_stopped_fit_is_not_polished_and_stop_reaches_inside_the_polish():
         stop = threading.Event()
         return _svi(40, callback=lambda s: s.iteration == 20 and stop.set(), stop=stop, **options)
 
-    stopped, result = stopped_at_20()  # 20 iterations read enough rows for two passes
+    stopped, result = stopped_at_20()  # 20 iterations read enough rows for three passes
     plain, _ = stopped_at_20(polish_passes=0)
     assert result.stopped and result.iterations == 20
     np.testing.assert_array_equal(stopped.get_free(), plain.get_free())
