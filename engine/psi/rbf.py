@@ -177,12 +177,12 @@ def _psi2_forward_blocks(c, Ut, Rt, Z, g_lo, g_hi, bounds, acc, Es):
                 e = G[m2]
                 u = Ub[m2]
                 s = 0.0
-                if store:  # stored first, then summed by a loop that only reads (see _kz_of_group)
+                if store:  # Es comes from _kept_buffer (see there)
                     Eo = Es[b, p0 + m2]
                     for i in range(_BLOCK):
-                        Eo[i] = _exp1(base[i] - u[i] - e[i])
-                    for i in range(_BLOCK):
-                        s += Eo[i]
+                        x = _exp1(base[i] - u[i] - e[i])
+                        Eo[i] = x
+                        s += x
                 else:
                     for i in range(_BLOCK):
                         s += _exp1(base[i] - u[i] - e[i])
@@ -673,6 +673,17 @@ _NOT_KEPT = np.empty((0, 0, _BLOCK))
 _KEEP_LIMIT = 2**21
 
 
+def _kept_buffer(nblock, P):
+    """Uninitialised (nblock, P, B) for the kept Psi2_n, with 64 doubles of unused memory before it.
+
+    The forward loop stores each row while it sums it; LLVM vectorises such a loop behind a
+    run-time check that the row is not just after another array it reads, and otherwise runs it
+    scalar, summing in another order (other last bits).  With the gap, no array of the heap can
+    sit right before a row, so the vectorised path is the one taken, whatever the heap's layout.
+    """
+    return np.empty(64 + nblock * P * _BLOCK)[64:].reshape(nblock, P, _BLOCK)
+
+
 def _psi2_packed(c, Ut, Rt, Z, keep=False):
     """Packed lower triangle (M(M+1)/2,) of Psi2 = sum_n Psi2_n.
 
@@ -683,7 +694,7 @@ def _psi2_packed(c, Ut, Rt, Z, keep=False):
     nblock = c.shape[0] // _BLOCK
     M = Z.shape[0]
     P = M * (M + 1) // 2
-    Es = np.empty((nblock, P, _BLOCK)) if keep and nblock * P * _BLOCK <= _KEEP_LIMIT else _NOT_KEPT
+    Es = _kept_buffer(nblock, P) if keep and nblock * P * _BLOCK <= _KEEP_LIMIT else _NOT_KEPT
     bounds = _group_bounds(nblock)
     ngroup = bounds.shape[0] - 1
     acc = np.zeros((ngroup, P))
@@ -736,7 +747,7 @@ def _psi2_weighted_packed(c, Ut, Rt, Z, W, keep=False):
     P = M * (M + 1) // 2
     K = W.shape[1]
     Wp = _pad_weights(W, c.shape[0])
-    Es = np.empty((nblock, P, _BLOCK)) if keep and nblock * P * _BLOCK <= _KEEP_LIMIT else _NOT_KEPT
+    Es = _kept_buffer(nblock, P) if keep and nblock * P * _BLOCK <= _KEEP_LIMIT else _NOT_KEPT
     bounds = _group_bounds(nblock)
     ngroup = bounds.shape[0] - 1
     # the accumulators of each group of blocks hold P K doubles: with many weight columns,
