@@ -57,8 +57,9 @@ PRELOAD_ENV = "GPLVM_EXPLORER_FILE"
 #: Environment variable holding the page settings given on the command line (JSON object).
 SETTINGS_ENV = "GPLVM_EXPLORER_SETTINGS"
 
-#: Limits for a file read from the server's disk (no upload involved).
-CLI_LIMITS = _Limits(max_bytes=1024 * MiB, upload=False)
+#: Limits for a file read from the server's disk (no upload involved); a float .npy file is memory-mapped,
+#: so only its rows and columns are bounded (`data.npfile.map_npy_table`).
+CLI_LIMITS = _Limits(max_bytes=1024 * MiB, max_rows=10_000_000, upload=False)
 
 
 def upload_bytes_for_message(message_bytes: int) -> int:

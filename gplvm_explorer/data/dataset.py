@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..text import plain, quote
+from .column_stats import ColumnStats, column_stats
 from .errors import DataError
 
 MIN_ROWS = 3
@@ -232,19 +234,24 @@ class Dataset:
         """(N, D) bool: True where a value is missing (NaN in ``values``)."""
         return np.isnan(self.values)
 
+    @functools.cached_property
+    def column_stats(self) -> ColumnStats:
+        """Per-column statistics of ``values`` (`column_stats`: read once, in blocks of rows)."""
+        return column_stats(self.values)
+
     @property
     def has_missing(self) -> bool:
-        return bool(np.isnan(self.values).any())
+        return bool(self.column_stats.missing.any())
 
     @property
     def n_missing(self) -> int:
         """Number of missing cells."""
-        return int(np.isnan(self.values).sum())
+        return int(self.column_stats.missing.sum())
 
     @property
     def missing_counts(self) -> np.ndarray:
         """(D,) int64: missing cells per column."""
-        return np.isnan(self.values).sum(axis=0).astype(np.int64)
+        return self.column_stats.missing.copy()
 
     def missing_by_column(self) -> list[tuple[str, int]]:
         """(feature name, missing cells) for the columns that have any."""

@@ -10,10 +10,10 @@ from ..text import plain, quote
 from .dataset import Dataset
 from .errors import DataError
 from .frames import PARQUET_FORMATS, PARQUET_MAGIC, parquet_columns, parse_parquet
-from .npfile import NPY_MAGIC, ZIP_MAGIC, parse_npy, parse_npz
+from .npfile import NPY_MAGIC, ZIP_MAGIC, map_npy_table, parse_npy, parse_npz
 from .prepare import prepare
 from .textfile import decode_text, parse_text, read_header
-from .validation import Limits, finish
+from .validation import Limits, finish, finish_mapped
 
 CLI_HINT = "gplvm-explorer FILE"
 
@@ -118,6 +118,29 @@ def _read_source(source, filename: str | None, limits: Limits, head: int | None 
     return data, filename
 
 
+def _load_mapped(source, filename, limits: Limits, label_column, image_shape) -> Dataset | None:
+    """The `Dataset` of a float ``.npy`` file on the server's disk, memory-mapped (``values`` stay in
+    the file), or None when the file is read into memory instead: an upload, another format, an
+    array that cannot be mapped as it is, or missing cells."""
+    if limits.upload or label_column is not None or not isinstance(source, (str, os.PathLike)):
+        return None
+    path = Path(source)
+    name = Path(str(filename)).name if filename else path.name
+    if Path(name).suffix.lower() != ".npy":
+        return None
+    size = regular_file_size(path)
+    if size > limits.max_bytes:
+        raise DataError(too_big_message(size, limits.max_bytes, upload=False))
+    raw = map_npy_table(path, limits=limits)
+    if raw is None:
+        return None
+    if image_shape is not None and image_shape is not True and image_shape is not False:
+        raw.image_shape = tuple(image_shape)
+    shown = plain(name, 120)
+    return finish_mapped(raw, name=shown, description=f"Loaded from {quote(shown, 120)} (NPY, memory-mapped)",
+                         source_path=str(source))
+
+
 def load_file(
     source,
     filename: str | None = None,
@@ -149,6 +172,10 @@ def load_file(
     if drop_missing_rows is not None:
         missing = "drop-rows" if drop_missing_rows else "keep"
     limits = Limits() if limits is None else limits
+    dataset = _load_mapped(source, filename, limits, label_column, image_shape)
+    if dataset is not None:
+        return prepare(dataset, standardize=standardize, drop_constant=drop_constant, max_rows=max_rows,
+                       seed=seed, missing=missing)
     data, filename = _read_source(source, filename, limits)
     fmt = _format(filename, data)
     if fmt in TEXT_FORMATS:

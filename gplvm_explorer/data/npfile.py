@@ -325,3 +325,37 @@ def map_npy(path) -> np.memmap | None:
     if not isinstance(arr, np.memmap) or arr.ndim != 2 or arr.dtype.kind not in "biuf" or arr.shape[1] < 2:
         return None
     return arr
+
+
+def map_npy_table(path, *, limits: Limits) -> RawTable | None:
+    """An ``.npy`` file's (N, D) float32 / float64 array, memory-mapped read-only instead of read.
+
+    For files on the server's disk (``gplvm-explorer big.npy``): the header is
+    checked as `read_npy` checks it, the rows and columns against ``limits``
+    (not ``max_values``, which bounds what is read into memory), and the
+    values are left in the file; `validation.finish_mapped` checks them a
+    block of rows at a time.  None when the array is not such a matrix
+    (integers, another byte order, Fortran order, not 2-D, truncated): the
+    reader of bytes then reads it, or says what is wrong with it.
+    """
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                return None
+            fh.seek(0)
+            shape, fortran, dtype = _read_header(fh, "The NPY file")
+            offset = fh.tell()
+            fh.seek(0, io.SEEK_END)
+            size = fh.tell()
+    except (OSError, DataError):
+        return None
+    if (fortran or len(shape) != 2 or dtype.kind != "f" or dtype.itemsize not in (4, 8)
+            or not dtype.isnative or dtype.fields is not None):
+        return None
+    n, d = (int(s) for s in shape)
+    if n < 1 or d < 2 or size - offset != n * d * dtype.itemsize:
+        return None
+    limits.check_rows_cols(n, d)
+    values = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(n, d))
+    return RawTable(values=values, feature_names=[f"x{j + 1}" for j in range(d)])
+

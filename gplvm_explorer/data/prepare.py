@@ -4,11 +4,10 @@ standardise. Used by both `load_file` and `load_sample`.
 
 from __future__ import annotations
 
-import warnings as _warnings
-
 import numpy as np
 
 from ..text import quote
+from .column_stats import ColumnStats, blocks_of, column_stats
 from .dataset import MIN_ROWS, Dataset
 from .errors import DataError
 
@@ -24,10 +23,7 @@ def _names(names, limit=8):
 
 def column_scale(values: np.ndarray) -> np.ndarray:
     """(D,) largest absolute observed value per column (0 for an all-zero column)."""
-    with np.errstate(invalid="ignore"), _warnings.catch_warnings():
-        _warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-        scale = np.nanmax(np.abs(values), axis=0) if values.size else np.zeros(values.shape[1])
-    return np.nan_to_num(scale, nan=0.0)
+    return column_stats(values).scale
 
 
 def column_mean_std(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,16 +31,18 @@ def column_mean_std(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Computed on each column divided by its own largest magnitude, then scaled
     back, so that columns of tiny (1e-300) or huge magnitude neither
-    underflow nor overflow when squared.
+    underflow nor overflow when squared (`column_stats`, read in blocks of rows).
     """
-    scale = column_scale(values)
-    safe = np.where(scale > 0, scale, 1.0)
-    unit = values / safe
-    with _warnings.catch_warnings():
-        _warnings.simplefilter("ignore", RuntimeWarning)
-        mu = np.nanmean(unit, axis=0)
-        sd = np.nanstd(unit, axis=0)
-    return np.nan_to_num(mu) * safe, np.nan_to_num(sd) * safe
+    stats = column_stats(values)
+    return stats.mean, stats.std
+
+
+def _constant(stats: ColumnStats) -> np.ndarray:
+    return (stats.scale == 0) | (stats.unit_std <= 1e-12)
+
+
+def _tiny(stats: ColumnStats) -> np.ndarray:
+    return (stats.scale > 0) & (stats.scale < MIN_ABS)
 
 
 def constant_columns(values: np.ndarray) -> np.ndarray:
@@ -56,18 +54,22 @@ def constant_columns(values: np.ndarray) -> np.ndarray:
     number). Values all around 1e-300 that differ from each other are
     *not* constant.
     """
-    scale = column_scale(values)
-    safe = np.where(scale > 0, scale, 1.0)
-    with _warnings.catch_warnings():
-        _warnings.simplefilter("ignore", RuntimeWarning)
-        sd = np.nan_to_num(np.nanstd(values / safe, axis=0))
-    return (scale == 0) | (sd <= 1e-12)
+    return _constant(column_stats(values))
 
 
 def tiny_columns(values: np.ndarray) -> np.ndarray:
     """Boolean (D,) mask of non-zero columns whose every value is below MIN_ABS in size."""
-    scale = column_scale(values)
-    return (scale > 0) & (scale < MIN_ABS)
+    return _tiny(column_stats(values))
+
+
+def standardised(values, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """(values - mean) / sd as a new C-contiguous float64 array, written block by block of rows
+    (``values`` may be a memory-mapped file: no temporary of its size)."""
+    out = np.empty(values.shape, dtype=np.float64)
+    for block in blocks_of(values):
+        np.subtract(values[block], mean, out=out[block])
+        out[block] /= sd
+    return out
 
 
 def _handle_missing(values, labels, imputed, missing: str, warnings_out: list[str]):
@@ -172,11 +174,15 @@ def prepare(
             imputed = None if imputed is None else imputed[keep]
             changed = True
 
-    before = values
-    values, labels, imputed, _ = _handle_missing(values, labels, imputed, missing, warnings)
-    changed |= values is not before
+    stats = dataset.column_stats if values is dataset.values else column_stats(values)
+    if missing != "keep" and stats.missing.any():
+        before = values
+        values, labels, imputed, _ = _handle_missing(values, labels, imputed, missing, warnings)
+        if values is not before:
+            changed = True
+            stats = column_stats(values)
 
-    const = constant_columns(values)
+    const = _constant(stats)
     if const.any():
         const_names = [s for s, c in zip(names, const) if c]
         if image_shape is not None:
@@ -193,6 +199,7 @@ def prepare(
                     "Use data whose features vary between rows."
                 )
             values = values[:, ~const]
+            stats = stats.take(~const)
             names = [s for s, c in zip(names, const) if not c]
             if imputed is not None:
                 imputed = imputed[:, ~const]
@@ -209,10 +216,10 @@ def prepare(
             )
 
     if not standardize:
-        tiny = tiny_columns(values)
+        tiny = _tiny(stats)
         if tiny.any():
             tiny_names = [s for s, t in zip(names, tiny) if t]
-            biggest = float(column_scale(values)[tiny].max())
+            biggest = float(stats.scale[tiny].max())
             raise DataError(
                 f"Column(s) {_names(tiny_names)} hold only values smaller than {MIN_ABS:.0e} in size "
                 f"(the largest is {biggest:.3g}): squared, they underflow to zero, so a model "
@@ -221,9 +228,9 @@ def prepare(
             )
 
     if standardize:
-        mu, sd = column_mean_std(values)
+        mu, sd = stats.mean, stats.std
         sd = np.where(const | (sd == 0), 1.0, sd)
-        values = (values - mu) / sd
+        values = standardised(values, mu, sd)
         if mean is not None:  # compose with an earlier standardisation
             mu, sd = mean + scale * mu, scale * sd
         mean, scale = mu, sd

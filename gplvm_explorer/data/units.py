@@ -17,7 +17,6 @@ import numpy as np
 
 from ..text import quote
 from .dataset import Dataset
-from .prepare import column_mean_std
 
 __all__ = ["SPREAD_RATIO", "ColumnSpread", "column_spread", "spread_note", "standardise_by_default"]
 
@@ -45,12 +44,10 @@ def column_spread(ds: Dataset) -> ColumnSpread | None:
 
     A standardised data set carries its columns' spreads in ``ds.scale``.
     """
-    if ds.scale is not None:
-        sd = np.asarray(ds.scale, dtype=float)
-    else:
-        _, sd = column_mean_std(ds.values)
+    stats = ds.column_stats
+    sd = np.asarray(ds.scale, dtype=float) if ds.scale is not None else stats.std
     # constant columns (kept in images, or a standardised constant column's unit scale) do not count
-    _, unit_sd = column_mean_std(ds.values)
+    unit_sd = stats.std
     varying = np.nonzero((sd > 0) & (unit_sd > 0) & np.isfinite(sd))[0]
     if varying.size < 2:
         return None

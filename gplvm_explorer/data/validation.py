@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .column_stats import blocks_of, column_stats
 from .dataset import MIN_ROWS, Dataset
 from .images import image_shape_from_names
 from ..text import quote
@@ -27,8 +28,10 @@ class Limits:
     max_bytes   largest accepted file in bytes (default 20 MB, the browser upload path).
     max_rows    most data rows a file may have (subsample larger data first).
     max_cols    most columns a file may have.
-    max_values  most numbers (rows x columns) an NPY/NPZ array may hold;
-                also bounds what a compressed NPZ may expand to.
+    max_values  most numbers (rows x columns) an NPY/NPZ array read into memory may hold;
+                also bounds what a compressed NPZ may expand to.  A float ``.npy`` file
+                on the server's disk is memory-mapped instead (`npfile.map_npy_table`):
+                only max_rows and max_cols bound it.
     upload      True when the bytes came through the browser: a file over
                 max_bytes is then refused with a hint to pass it on the
                 command line instead.
@@ -41,6 +44,15 @@ class Limits:
     upload: bool = True
 
     def check_shape(self, n_rows: int, n_cols: int) -> None:
+        self.check_rows_cols(n_rows, n_cols)
+        if n_rows * n_cols > self.max_values:
+            raise DataError(
+                f"The data has {n_rows:,} x {n_cols:,} values, more than the limit of "
+                f"{self.max_values:,}. Use fewer rows or columns, or raise Limits.max_values."
+            )
+
+    def check_rows_cols(self, n_rows: int, n_cols: int) -> None:
+        """The rows and columns against their limits (a memory-mapped file: not ``max_values``)."""
         if n_rows > self.max_rows:
             raise DataError(
                 f"The file has {n_rows:,} rows, more than the limit of {self.max_rows:,}. "
@@ -50,11 +62,6 @@ class Limits:
             raise DataError(
                 f"The file has {n_cols:,} columns, more than the limit of {self.max_cols:,}. "
                 "Select fewer columns, or raise Limits.max_cols."
-            )
-        if n_rows * n_cols > self.max_values:
-            raise DataError(
-                f"The data has {n_rows:,} x {n_cols:,} values, more than the limit of "
-                f"{self.max_values:,}. Use fewer rows or columns, or raise Limits.max_values."
             )
 
 
@@ -74,6 +81,46 @@ class RawTable:
 def _names(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _check_magnitudes(values: np.ndarray, names: list[str], first_row: int = 0) -> None:
+    """DataError for infinite values or values too large to square in ``values`` (rows from ``first_row``)."""
+    if np.isinf(values).any():
+        rows, cols = np.nonzero(np.isinf(values))
+        bad = [quote(names[c], 40) for c in sorted(set(cols.tolist()))]
+        raise DataError(
+            f"Infinite values found in column(s) {_names(bad)} (first at data row {first_row + rows[0] + 1}). "
+            "Replace them with finite numbers, or leave the cells empty to mark them as missing."
+        )
+    with np.errstate(invalid="ignore"):
+        huge = np.abs(values) > MAX_ABS
+    if huge.any():
+        rows, cols = np.nonzero(huge)
+        raise DataError(
+            f"Values as large as {np.nanmax(np.abs(values)):.3g} in column {quote(names[cols[0]], 40)} "
+            f"(data row {first_row + rows[0] + 1}) cannot be modelled: their squares overflow. "
+            "Rescale the column (e.g. change its units)."
+        )
+
+
+def finish_mapped(raw: RawTable, *, name: str, description: str, source_path: str) -> Dataset | None:
+    """The `Dataset` of a memory-mapped file's table (`npfile.map_npy_table`), its values left in the file.
+
+    The values are checked a block of rows at a time (`column_stats`), as `finish` checks them;
+    None when some are missing (NaN): such a table goes through `finish`, in memory.
+    """
+    values, names = raw.values, list(raw.feature_names)
+    stats = column_stats(values)
+    if stats.infinite or (stats.scale > MAX_ABS).any():
+        for block in blocks_of(values):
+            _check_magnitudes(np.asarray(values[block], dtype=np.float64), names, block.start)
+    if stats.missing.any():
+        return None
+    dataset = Dataset(values=values, feature_names=names, image_shape=raw.image_shape, name=name,
+                      description=description, warnings=list(raw.warnings), file_columns=values.shape[1],
+                      source_path=source_path)
+    dataset.__dict__["column_stats"] = stats  # read once: Dataset.column_stats is a cached property
+    return dataset
 
 
 def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = True,
@@ -98,22 +145,7 @@ def finish(raw: RawTable, *, name: str, description: str, detect_images: bool = 
     n, d = values.shape
     if n == 0 or d == 0:
         raise DataError("The file contains no numeric data. Check that it has rows of numbers.")
-    if np.isinf(values).any():
-        rows, cols = np.nonzero(np.isinf(values))
-        bad = [quote(names[c], 40) for c in sorted(set(cols.tolist()))]
-        raise DataError(
-            f"Infinite values found in column(s) {_names(bad)} (first at data row {rows[0] + 1}). "
-            "Replace them with finite numbers, or leave the cells empty to mark them as missing."
-        )
-    with np.errstate(invalid="ignore"):
-        huge = np.abs(values) > MAX_ABS
-    if huge.any():
-        rows, cols = np.nonzero(huge)
-        raise DataError(
-            f"Values as large as {np.nanmax(np.abs(values)):.3g} in column {quote(names[cols[0]], 40)} "
-            f"(data row {rows[0] + 1}) cannot be modelled: their squares overflow. "
-            "Rescale the column (e.g. change its units)."
-        )
+    _check_magnitudes(values, names)
     missing = np.isnan(values)
     if missing.all():
         raise DataError(

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .column_stats import blocks_of
+
 __all__ = ["LikelihoodProposal", "likelihood_for", "propose_likelihood"]
 
 #: Largest count the Poisson proposal accepts: beyond it a count is as well served by a Gaussian.
@@ -31,18 +33,34 @@ class LikelihoodProposal(NamedTuple):
     reason: str
 
 
-def propose_likelihood(values) -> LikelihoodProposal:
-    """The likelihood that matches ``values`` (N, D) (module docstring), with a one-line reason."""
-    arr = np.asarray(values, dtype=float)
-    observed = arr[~np.isnan(arr)]
-    if observed.size == 0:
+def propose_likelihood(values, restore=None) -> LikelihoodProposal:
+    """The likelihood that matches ``values`` (N, D) (module docstring), with a one-line reason.
+
+    The values are read a block of rows at a time (a memory-mapped file is not copied), each block
+    passed through ``restore`` first when given; the reading stops once neither binary values nor
+    counts are possible.
+    """
+    seen, binary, counts = False, True, True
+    for block in blocks_of(values):
+        part = np.asarray(values[block], dtype=float)
+        if restore is not None:
+            part = restore(part)
+        observed = part[~np.isnan(part)]
+        if observed.size == 0:
+            continue
+        seen = True
+        binary = binary and bool(np.all((observed == 0.0) | (observed == 1.0)))
+        counts = counts and bool(np.all(observed == np.round(observed)) and observed.min() >= 0.0
+                                 and observed.max() <= _LARGEST_COUNT)
+        if not (binary or counts):
+            break
+    if not seen:
         return LikelihoodProposal("gaussian", "")
-    if np.all((observed == 0.0) | (observed == 1.0)):
+    if binary:
         return LikelihoodProposal(
             "bernoulli", "Every value is 0 or 1: a Bernoulli likelihood models binary data "
                          "(predictions are probabilities; a Gaussian one can predict values outside [0, 1]).")
-    whole = observed == np.round(observed)
-    if np.all(whole) and observed.min() >= 0.0 and observed.max() <= _LARGEST_COUNT:
+    if counts:
         return LikelihoodProposal(
             "poisson", "Every value is a whole number of at least 0: a Poisson likelihood models counts "
                        "(predictions are expected counts; a Gaussian one can predict negative counts).")
@@ -51,7 +69,7 @@ def propose_likelihood(values) -> LikelihoodProposal:
 
 def likelihood_for(dataset) -> LikelihoodProposal:
     """The likelihood that matches a `Dataset`'s values as loaded (standardisation undone)."""
-    values = dataset.values
-    if dataset.scale is not None:  # undone to within rounding: 0/1 and counts come back whole
-        values = np.round(dataset.unstandardize(values), 9)
-    return propose_likelihood(values)
+    if dataset.scale is None:
+        return propose_likelihood(dataset.values)
+    # undone to within rounding: 0/1 and counts come back whole
+    return propose_likelihood(dataset.values, lambda part: np.round(dataset.unstandardize(part), 9))

@@ -214,11 +214,15 @@ def test_command_line_npy_is_memory_mapped_for_the_svi_model(npy_on_command_line
     assert isinstance(built[-1], np.memmap)
     assert isinstance(ex.training.dataset.values, np.memmap)
     assert not ex.training.dataset.values.flags.writeable
-    # the collapsed model trains on the dataset's array, not the mapped file
+    # the file is mapped from its load on (a float .npy on the server's disk): the loaded data set is the
+    # file, and a collapsed model is given that same array (its engine model copies it into memory)
+    assert isinstance(ex.data.dataset.values, np.memmap)
     ex.settings.model = "sparse"
     assert ex.train(), ex.training.message
     assert ex.training.join(120)
-    assert not isinstance(built[-1], np.memmap)
+    assert built[-1] is ex.data.dataset.values
+    ex.training.pump()
+    assert ex.training.status == "finished", ex.training.message
     ex.close()
 
 
@@ -274,7 +278,7 @@ def test_progress_text_shows_epochs_and_an_eta():
                                max_iters=300, elapsed=10.0, rate=3.0, config=cfg,
                                dataset=types.SimpleNamespace(n=1000), opened="")
     text = progress_text(tr)
-    assert "Epoch 3.00 / 30.00" in text and "ETA 1:30" in text
+    assert "Epoch 3.00 / 30.00" in text and "3.0 it/s" in text and "ETA 1:30" in text
     tr.status = "finished"
     assert "(3.00 epochs)" in progress_text(tr)
     tr.config, tr.status = ModelConfig(), "running"
