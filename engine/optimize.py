@@ -56,6 +56,7 @@ the callback -- the model is left at the best point accepted so far.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -83,21 +84,49 @@ class Snapshot:
     time excluded.  ``parameters`` (name -> constrained value), ``X_mean``
     (N, Q), ``X_variance`` (N, Q) or None and ``relevance`` (Q,) are copies of
     ``model.snapshot_state()`` at the accepted point.
+
+    Those four are read from the model when first asked for: a callback that
+    reads only the scalars pays nothing for them (copying a million rows' latents
+    costs several times an SVI iteration).  A snapshot the callback keeps is
+    completed when the callback returns, before the model moves on, so it holds
+    its own iteration's state whenever it is read.
     """
 
     iteration: int
     objective: float
     grad_norm: float
     elapsed: float
-    parameters: dict
-    X_mean: np.ndarray
-    X_variance: np.ndarray | None
-    relevance: np.ndarray
     n_evaluations: int
     optimizer: str
     #: The best objective's rise over the last ``Convergence.window`` iterations over max(|F|, 1):
     #: the fit converges when it falls to ``Convergence.rtol``; NaN without a rule or before a full window.
     change: float = math.nan
+    #: () -> dict of the four arrays above, read from the model at this iteration (see the class doc)
+    read_state: object = field(default=None, repr=False, compare=False)
+
+    def settle(self) -> dict:
+        """The four model-state values (read now, once)."""
+        state = self.__dict__.get("_state")
+        if state is None:
+            state = self.read_state()
+            object.__setattr__(self, "_state", state)
+        return state
+
+    @property
+    def parameters(self) -> dict:
+        return self.settle()["parameters"]
+
+    @property
+    def X_mean(self) -> np.ndarray:
+        return self.settle()["X_mean"]
+
+    @property
+    def X_variance(self) -> np.ndarray | None:
+        return self.settle()["X_variance"]
+
+    @property
+    def relevance(self) -> np.ndarray:
+        return self.settle()["relevance"]
 
 
 @dataclass
@@ -250,7 +279,11 @@ class Run:
             self._best_trace.append(-self.best_f)
             change = self.convergence.change(self._best_trace)
         if self.callback is not None:
-            self.callback(self._snapshot(x, f, g, t, change))
+            snapshot = self._snapshot(x, f, g, t, change)
+            self.callback(snapshot)
+            if sys.getrefcount(snapshot) > 2:  # kept by the callback: its state is read before the model moves
+                snapshot.settle()
+            del snapshot
         self._wait_while_paused()
         if self.stop_requested():
             raise Stopped
@@ -263,14 +296,19 @@ class Run:
     def _snapshot(self, x, f, g, elapsed, change=math.nan) -> Snapshot:
         if x is not None:
             self.model.set_free(np.array(x, dtype=float))
-        state = self.model.snapshot_state()
+        model = self.model
         copy = _copy if self._copy_state else (lambda v: v)
-        parameters = {k: (copy(v) if np.ndim(v) else float(v)) for k, v in state["parameters"].items()}
+
+        def read_state():
+            state = model.snapshot_state()
+            return {"parameters": {k: (copy(v) if np.ndim(v) else float(v)) for k, v in state["parameters"].items()},
+                    "X_mean": copy(state["X_mean"]), "X_variance": copy(state.get("X_variance")),
+                    "relevance": copy(state["relevance"])}
+
         return Snapshot(
             iteration=self.iteration, objective=-f, grad_norm=float(np.linalg.norm(g)),
-            elapsed=elapsed, parameters=parameters, X_mean=copy(state["X_mean"]),
-            X_variance=copy(state.get("X_variance")), relevance=copy(state["relevance"]),
-            n_evaluations=self.n_evaluations, optimizer=self.optimizer, change=float(change))
+            elapsed=elapsed, n_evaluations=self.n_evaluations, optimizer=self.optimizer, change=float(change),
+            read_state=read_state)
 
     def _wait_while_paused(self):
         if self.pause is None or not self.pause.is_set():

@@ -248,6 +248,39 @@ def test_snapshot_arrays_are_copies():
     np.testing.assert_array_equal(first.X_mean, kept)
 
 
+class CountedStates(Quadratic):
+    """A Quadratic that counts how often its state is read (per-row latents: O(N) each time)."""
+
+    states = 0
+
+    def snapshot_state(self):
+        self.states += 1
+        return super().snapshot_state()
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_a_callback_reading_only_the_scalars_does_not_read_the_models_state(optimizer):
+    model = CountedStates()
+    seen = []
+    fit(model, optimizer=optimizer, max_iters=5, callback=lambda s: seen.append((s.iteration, s.objective)))
+    assert [i for i, _ in seen] == [1, 2, 3, 4, 5] and model.states == 0
+    # a callback that reads the state reads it once per snapshot
+    fit(model, optimizer=optimizer, max_iters=3, callback=lambda s: (s.X_mean, s.relevance, s.parameters))
+    assert model.states == 3
+
+
+def test_a_kept_snapshot_holds_its_own_iterations_state_unread():
+    model, kept = CountedStates(), []
+    fit(model, optimizer="adam", max_iters=4, callback=kept.append)
+    assert model.states == 4  # completed as the callback returned, before the model moved on
+    xs = [s.parameters["x"] for s in kept]
+    assert all(not np.array_equal(a, b) for a, b in zip(xs, xs[1:]))
+    for s, x in zip(kept, xs):
+        value, _ = model.value_and_grad(x)
+        assert s.objective == pytest.approx(value)
+        np.testing.assert_array_equal(s.X_mean, x.reshape(1, -1))
+
+
 def test_result_objective_is_the_best_and_the_model_is_left_there():
     model = Quadratic()  # Adam with a large step overshoots: the last iterate is not the best
     result = fit(model, optimizer="adam", max_iters=7, learning_rate=1.0)
