@@ -26,6 +26,7 @@ import pandas as pd
 import param
 
 from ..catalog import KERNELS
+from ..data.column_stats import blocks_of
 from .run_pair import same_rows
 
 logger = logging.getLogger(__name__)
@@ -189,20 +190,30 @@ def pca_record(dataset, test=None) -> RunRecord:
     """The PCA row of ``dataset``: probabilistic PCA with two components (Tipping & Bishop 1999, its
     maximum log-likelihood per row as the bound), 1-NN errors in the two principal components and in
     the data's own D dimensions (all components); with held-out rows ``test`` (k, D), its held-out
-    scores (:func:`ppca_held_out`).  Missing cells take their column's mean."""
-    Y = np.asarray(dataset.values, dtype=float)
-    N, D = Y.shape
+    scores (:func:`ppca_held_out`).  Missing cells take their column's mean.
+
+    The sample covariance is summed over blocks of rows (``dataset.values`` may be a memory-mapped
+    file of a million rows: no centred copy of it is made)."""
+    values = dataset.values
+    N, D = values.shape
     cells = {key: None for key, _ in COLUMNS}
     cells.update(run=0, data=dataset.name, model="PCA", kernel="", likelihood="gaussian", Q=min(2, D), status="",
                  iterations=None, time_s=None)
     if N * D > PCA_MAX_VALUES:
         return RunRecord(0, cells)
-    if np.isnan(Y).any():
-        Y = np.where(np.isnan(Y), np.nanmean(Y, axis=0), Y)
-    Yc = Y - Y.mean(axis=0)
-    _, s, Vt = np.linalg.svd(Yc, full_matrices=False)
-    lam = np.zeros(D)
-    lam[: s.size] = s ** 2 / N  # eigenvalues of the sample covariance, descending
+    mean = dataset.column_stats.mean
+
+    def centred(block):
+        rows = np.asarray(values[block], dtype=float) - mean
+        return np.where(np.isnan(rows), 0.0, rows)  # a missing cell takes its column's mean
+
+    scatter = np.zeros((D, D))
+    for block in blocks_of(values):
+        rows = centred(block)
+        scatter += rows.T @ rows
+    lam, V = np.linalg.eigh(scatter / N)
+    lam, V = np.maximum(lam[::-1], 0.0), V[:, ::-1]  # eigenvalues of the sample covariance, descending
+    Vt = V.T
     q = min(2, D - 1)
     sigma2 = float(lam[q:].mean())
     if sigma2 > 0 and np.all(lam[:q] > 0):
@@ -212,12 +223,13 @@ def pca_record(dataset, test=None) -> RunRecord:
         if test is not None and len(test) and D >= 2:
             V = Vt[:q].T
             C = (V * (lam[:q] - sigma2)) @ V.T + sigma2 * np.eye(D)
-            cells.update(ppca_held_out(Y.mean(axis=0), C, np.asarray(test, dtype=float)))
+            cells.update(ppca_held_out(mean, C, np.asarray(test, dtype=float)))
     cells["dims_in_use"] = int(min(2, D))
     labels = _labels_for_nn(dataset)
-    if labels is not None:
+    if labels is not None:  # at most NN_MAX_ROWS rows
         from engine.metrics import one_nn_errors
 
+        Yc = centred(slice(0, N))
         cells["nn_errors_2d"] = int(one_nn_errors(Yc @ Vt[:2].T, labels))
         cells["nn_errors_all"] = int(one_nn_errors(Yc, labels))
     return RunRecord(0, cells, source=dataset)

@@ -126,3 +126,20 @@ def test_the_page_on_a_big_command_line_file_keeps_it_mapped_and_proposes_svi(bi
     assert ex.settings.suggestion == "svi"
     assert "N = 400000 points, D = 5 features" in ex.data.summary_lines()
     ex.close()
+
+
+def test_the_runs_tables_pca_row_reads_a_mapped_file_by_blocks(tmp_path):
+    from gplvm_explorer.state.runs import pca_record
+
+    path = tmp_path / "pca.npy"
+    np.save(path, _data(300_000, 8))  # 19 MB
+    mapped = load_file(path, limits=DISK)
+    assert isinstance(mapped.values, np.memmap)
+    cells, peak = traced_peak(lambda: pca_record(mapped).cells)
+    assert peak < 300_000 * 8 * 8 / 4, peak  # no centred copy of the rows (nor an SVD's N x D factor)
+    # the same row as the data in memory give (SVD of the centred rows as the reference)
+    Y = np.asarray(mapped.values)
+    s = np.linalg.svd(Y - Y.mean(0), compute_uv=False)
+    lam = s ** 2 / len(Y)
+    log_det = np.log(lam[:2]).sum() + 6 * np.log(lam[2:].mean())
+    assert cells["bound_per_row"] == pytest.approx(-0.5 * (8 * np.log(2 * np.pi) + log_det + 8), rel=1e-10)
