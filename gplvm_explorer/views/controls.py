@@ -383,7 +383,8 @@ def progress_text(tr) -> str:
     if epochs is not None:  # minibatch models: passes over the rows, and the time left
         done, total = epochs
         return (f"Epoch {done:.2f} / {total:.2f} (iteration {tr.iteration} / {tr.max_iters}) · {name} "
-                f"(minibatch estimate) {_fmt(tr.objective)} · {_eta(tr)} · {_duration(tr.elapsed)} elapsed")
+                f"(minibatch estimate) {_fmt(tr.objective)} · {tr.rate:.1f} it/s · {_eta(tr)} · "
+                f"{_duration(tr.elapsed)} elapsed")
     converging = _converging(tr)
     of = f"of at most {tr.max_iters}" if _rule(tr) is not None else f"/ {tr.max_iters}"
     return " · ".join(part for part in (
