@@ -18,17 +18,38 @@ uploaded through the page, Bayesian GP-LVM with Q=10, M=50 (L-BFGS-B):
 * bytes the server sends per page update while training (websocket frames
   counted with Playwright; one update = one Bokeh PATCH-DOC message).
 
+Sizes above the upload limit (``--cli-above``, default 200,000 rows) take the route the
+command line gives big data: the N x 30 array is saved as an ``.npy`` file in a temporary
+directory and ``gplvm-explorer FILE`` serves it (a server process of its own, cold: it
+starts as a user's does).  Printed for those:
+
+* ready: seconds from the server's start to the page showing the data (its summary names
+  the N rows) with Train enabled; whether the page proposes the stochastic model (SVI);
+* memory: the server's anonymous resident memory (``RssAnon``: everything but the pages of
+  mapped files, i.e. beyond the memmap), before, at its peak and after training, with
+  ``VmRSS`` beside it;
+* training (the proposed model, ``--cli-iters`` iterations): the rate and ETA the page's
+  status line shows, sampled every second (steady: the spread of the rates shown after the
+  first quarter), the time to the first objective point and to the map being an image;
+* clicks in the latent map as above (page-side prediction and the server's nearest row),
+  while training and after.
+
 Screenshots of the latent maps go to test-artifacts/bench/.
 
-Usage: ``python benchmarks/bench_app.py [--sizes 1000 20000 100000] [--chromium PATH]``
+Usage: ``python benchmarks/bench_app.py [--sizes 1000 20000 100000] [--chromium PATH]``;
+``python benchmarks/bench_app.py --sizes 1000000`` for a million rows from the command line.
 """
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
+import shutil
 import statistics
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +58,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package first, then the browser kit beside the tests
 
-from browserkit import CHROMIUM_ARGS, find_chromium, serve_in_process, wait_ready  # noqa: E402
+from browserkit import (CHROMIUM_ARGS, data_summary, find_chromium, page_text, serve_cli,  # noqa: E402
+                        serve_in_process, wait_ready)
 ARTIFACTS = ROOT / "test-artifacts" / "bench"
 
 PATCH = re.compile(r'"msgtype"\s*:\s*"PATCH-DOC"')
@@ -161,6 +183,19 @@ def clicks(page, n=10, seed=0):
     return lat, near, missed
 
 
+def click_figures(page, phase: str, seed: int) -> dict:
+    """`clicks` as figures: click_{phase}_ms, nearest_{phase}_ms ((median, slowest) ms), missed_{phase}."""
+    lat, near, missed = clicks(page, seed=seed)
+    return {f"click_{phase}_ms": spread_ms(lat), f"nearest_{phase}_ms": spread_ms(near), f"missed_{phase}": missed}
+
+
+def map_kind(page) -> dict:
+    """The latent map's renderers and the points drawn as glyphs (0: the points are an image)."""
+    return {"latent_renderers": page.evaluate("__gx.rasterised()"),
+            "glyph_points": page.evaluate("() => { const s = __gx.sources('label'); "
+                                          "return s.length ? __gx.column(s[0], 'x').length : 0; }")}
+
+
 def spread_ms(seconds):
     """(median, slowest) in milliseconds, or None."""
     return (statistics.median(seconds) * 1e3, max(seconds) * 1e3) if seconds else None
@@ -199,9 +234,7 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
         time.sleep(0.1)
     t_train0 = time.perf_counter()
     if ex.training.active:
-        lat, near, missed = clicks(page, seed=1)
-        out["click_training_ms"], out["nearest_training_ms"] = spread_ms(lat), spread_ms(near)
-        out["missed_training"] = missed
+        out.update(click_figures(page, "training", seed=1))
     while ex.training.active:
         time.sleep(0.2)
     t_train1 = time.perf_counter()
@@ -213,12 +246,8 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
     out["app_rate"] = tr.rate
     out["iterations"] = tr.iteration
     time.sleep(1.0)
-    lat, near, missed = clicks(page, seed=2)
-    out["click_idle_ms"], out["nearest_idle_ms"] = spread_ms(lat), spread_ms(near)
-    out["missed_idle"] = missed
-    out["latent_renderers"] = page.evaluate("__gx.rasterised()")
-    out["glyph_points"] = page.evaluate("() => { const s = __gx.sources('label'); "
-                                        "return s.length ? __gx.column(s[0], 'x').length : 0; }")
+    out.update(click_figures(page, "idle", seed=2))
+    out.update(map_kind(page))
     page.screenshot(path=str(shot_dir / f"latent-{n}.png"), full_page=True)
     page.close()
     assert tr.status in (Status.FINISHED.value, Status.STOPPED.value), tr.status
@@ -226,11 +255,189 @@ def run_size(browser, url, registry, n, Q, M, iters, shot_dir):
     return out
 
 
+def memory_mb(pid: int) -> dict:
+    """The process's resident memory in MB: VmRSS, RssAnon (beyond mapped files), RssFile, VmHWM."""
+    out = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            key = line.split(":")[0]
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[key] = int(line.split()[1]) / 1024.0
+    return out
+
+
+class MemoryWatch:
+    """Samples a process's memory every 0.1 s on a thread; ``peak``: the sample with the most RssAnon."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, {"RssAnon": 0.0}, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                m = memory_mb(self.pid)
+            except OSError:
+                return
+            if m.get("RssAnon", 0.0) > self.peak["RssAnon"]:
+                self.peak = m
+            time.sleep(0.1)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+STATUS_RATE = re.compile(r"([0-9.]+) it/s")
+STATUS_ETA = re.compile(r"ETA (≤ )?([0-9][^·]*?)\s*(·|$)")
+
+
+def status_line(page) -> str:
+    """The status bar's progress line (the line with the run's iteration or epoch), or ''."""
+    for line in page_text(page).splitlines():
+        if ("Epoch " in line or "Iteration " in line) and "·" in line:
+            return line.strip()
+    return ""
+
+
+def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
+    """A million rows (or any n) as ``gplvm-explorer FILE.npy`` serves them; the figures (module doc)."""
+    out = {"n": n, "route": "cli"}
+    tmp = Path(tempfile.mkdtemp(prefix="bench-app-", dir=tmp_root))
+    try:
+        Y, _ = generate(n)
+        path = tmp / f"bench-{n}.npy"
+        np.save(path, Y.astype(np.float64))
+        del Y
+        out["file_mb"] = path.stat().st_size / 1e6
+        t0 = time.perf_counter()
+        with serve_cli([path], tmp, timeout=300) as url:
+            watch = MemoryWatch(url.pid)
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(url, timeout=300_000)
+            wait_ready(page, timeout=300_000)
+            page.evaluate(JS)
+            page.evaluate("__gx.watch()")
+            train = page.get_by_role("button", name="▶ Train", exact=True)
+            use = page.get_by_role("button", name="Use the proposed model")
+            while time.perf_counter() - t0 < 300:
+                if f"N = {n} points" in data_summary(page) and use.is_visible():
+                    break
+                time.sleep(0.1)
+            out["ready_s"] = time.perf_counter() - t0
+            out["ready_load"] = loadavg()
+            out["rss_ready"] = memory_mb(url.pid)
+            text = page_text(page)
+            out["proposed_svi"] = "Proposed model: Bayesian GP-LVM, stochastic" in text
+            page.screenshot(path=str(shot_dir / f"ready-{n}.png"), full_page=True)
+            use.click()
+            while not train.is_enabled() and time.perf_counter() - t0 < 600:
+                time.sleep(0.1)
+            out["trainable_s"] = time.perf_counter() - t0
+            box = page.get_by_label("Iterations")
+            box.fill(str(iters))
+            box.press("Enter")
+            time.sleep(1.0)
+            t_train = time.perf_counter()
+            train.click()
+            page.wait_for_function("__gx.first !== null", timeout=300_000, polling="raf")
+            out["first_point_ms"] = page.evaluate("__gx.first - __gx.down")
+            samples = []  # (seconds since Train, rate shown, ETA shown)
+
+            def sample():
+                line = status_line(page)
+                rate, eta = STATUS_RATE.search(line), STATUS_ETA.search(line)
+                if rate:
+                    samples.append((time.perf_counter() - t_train, float(rate.group(1)),
+                                    eta.group(2).strip() if eta else ""))
+                return line
+
+            page.wait_for_function("__gx.rasterised() && __gx.rasterised().includes('ImageRGBA')",
+                                   timeout=300_000)
+            out["map_s"] = time.perf_counter() - t_train
+            line = sample()
+            if "Epoch" in line:
+                out.update(click_figures(page, "training", seed=1))
+                out["rss_training"] = memory_mb(url.pid)
+            while True:
+                line = sample()
+                if re.search(r"(Finished|Converged|Stopped) after", page_text(page)):
+                    break
+                if time.perf_counter() - t_train > 900:
+                    break
+                time.sleep(1.0)
+            out["train_s"] = time.perf_counter() - t_train
+            out["train_load"] = loadavg()
+            out["final_line"] = next((ln for ln in page_text(page).splitlines() if " after " in ln), "")
+            out["rates"] = samples
+            time.sleep(1.0)
+            out.update(click_figures(page, "idle", seed=2))
+            out.update(map_kind(page))
+            out["rss_after"] = memory_mb(url.pid)
+            page.screenshot(path=str(shot_dir / f"latent-{n}.png"), full_page=True)
+            page.close()
+            watch.stop()
+            out["rss_peak"] = watch.peak
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def print_cli(r):
+    mb = lambda m: f"{m['RssAnon']:.0f} MB (VmRSS {m['VmRSS']:.0f} MB)"  # noqa: E731
+    fmt = lambda c, m=0: f"{c[0]:.0f} / {c[1]:.0f} ms ({m} missed)" if c else "–"  # noqa: E731
+    rates = [rate for t, rate, _ in r["rates"]]
+    steady = rates[len(rates) // 4:] or rates
+    print(f"\n{r['n']:,} x 30 from the command line (.npy, {r['file_mb']:.0f} MB, memory-mapped), "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(f"  ready (server start -> data and the proposal shown): {r['ready_s']:.1f} s, Train enabled on the "
+          f"proposed model at {r['trainable_s']:.1f} s   load {r['ready_load']}")
+    print(f"  SVI proposed: {'yes' if r['proposed_svi'] else 'NO'}")
+    print(f"  memory beyond the memmap (RssAnon): ready {mb(r['rss_ready'])}, peak {mb(r['rss_peak'])}, "
+          f"after training {mb(r['rss_after'])}")
+    print(f"  Train -> first objective point {r['first_point_ms']:.0f} ms; -> map an image {r['map_s']:.1f} s")
+    if steady:
+        print(f"  rate shown (it/s) after the first quarter: median {statistics.median(steady):.2f}, "
+              f"min {min(steady):.2f}, max {max(steady):.2f} over {len(steady)} samples; "
+              f"ETA shown e.g. {', '.join(e for _, _, e in r['rates'][len(rates) // 4::max(1, len(rates) // 5)])}")
+    print(f"  {r['final_line']}   load {r['train_load']}")
+    kinds = set(r["latent_renderers"] or [])
+    print(f"  map: {'raster image' if 'ImageRGBA' in kinds and not r['glyph_points'] else str(r['glyph_points']) + ' glyphs'}")
+    print(f"  click -> reconstruction drawn, median / slowest: training {fmt(r.get('click_training_ms'), r.get('missed_training', 0))}, "
+          f"idle {fmt(r.get('click_idle_ms'), r['missed_idle'])}")
+    nt, ni = r.get("nearest_training_ms"), r.get("nearest_idle_ms")
+    print(f"  click -> nearest training row drawn: training {fmt(nt)}, idle {fmt(ni)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 20000, 100000])
     ap.add_argument("--chromium", default=find_chromium())
+    ap.add_argument("--cli-above", type=int, default=200_000,
+                    help="sizes above this are served from an .npy file on the command line")
+    ap.add_argument("--cli-iters", type=int, default=400, help="iterations of the proposed model (command line)")
     args = ap.parse_args()
+    big = [n for n in args.sizes if n > args.cli_above]
+    small = [n for n in args.sizes if n <= args.cli_above]
+    if big:
+        from playwright.sync_api import sync_playwright
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+            for n in big:
+                r = run_cli_size(browser, n, args.cli_iters, ARTIFACTS)
+                print({k: v for k, v in r.items() if k != "rates"}, flush=True)
+                print_cli(r)
+            browser.close()
+    if not small:
+        return
 
     import panel as pn
     from playwright.sync_api import sync_playwright
@@ -255,7 +462,7 @@ def main():
     with serve_in_process(factory, warm=False) as url:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
-            for n in args.sizes:
+            for n in small:
                 r = run_size(browser, url, registry, n, 10, 50, iters.get(n, 20), ARTIFACTS)
                 rows.append(r)
                 print(r, flush=True)
