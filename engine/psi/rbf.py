@@ -674,14 +674,16 @@ _KEEP_LIMIT = 2**21
 
 
 def _kept_buffer(nblock, P):
-    """Uninitialised (nblock, P, B) for the kept Psi2_n, with 64 doubles of unused memory before it.
+    """Uninitialised (nblock, P, B) for the kept Psi2_n, with 64 doubles of unused memory on each side.
 
     The forward loop stores each row while it sums it; LLVM vectorises such a loop behind a
-    run-time check that the row is not just after another array it reads, and otherwise runs it
-    scalar, summing in another order (other last bits).  With the gap, no array of the heap can
-    sit right before a row, so the vectorised path is the one taken, whatever the heap's layout.
+    run-time check that the row and the arrays it reads are not within a few vectors of each
+    other, and otherwise runs it scalar, summing in another order (other last bits).  With the
+    gaps, no array of the heap can sit right beside a row, so the vectorised path is the one
+    taken, whatever the heap's layout.
     """
-    return np.empty(64 + nblock * P * _BLOCK)[64:].reshape(nblock, P, _BLOCK)
+    size = nblock * P * _BLOCK
+    return np.empty(64 + size + 64)[64:64 + size].reshape(nblock, P, _BLOCK)
 
 
 def _psi2_packed(c, Ut, Rt, Z, keep=False):
