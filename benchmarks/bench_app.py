@@ -2,7 +2,7 @@
 
 For each size, against an in-process server with warmed-up kernels, with a
 generated N x 30 data set (five labelled clusters on a curved 3-D sheet),
-uploaded through the page, Bayesian GP-LVM with Q=10, M=50 (L-BFGS-B):
+uploaded through the page, Bayesian GP-LVM with Q=10, M=50 (L-BFGS):
 
 * Train click -> first objective point drawn (timestamps taken in the page:
   the pointer-down on Train and the animation frame that first has a point);
@@ -467,7 +467,7 @@ def main():
                 rows.append(r)
                 print(r, flush=True)
             browser.close()
-    print("\nN x 30, Bayesian GP-LVM (RBF+bias+white, Q=10, M=50, L-BFGS-B), headless Chromium, 2 cores")
+    print("\nN x 30, Bayesian GP-LVM (RBF+bias+white, Q=10, M=50, L-BFGS), headless Chromium, 2 cores")
     print(f"{'rows':>8} | {'Train->1st pt':>13} | {'click->recon training':>22} | {'click->recon idle':>18} | "
           f"{'app it/s':>8} | {'engine it/s':>11} | {'ratio':>5} | {'bytes/update':>12} | map")
     for r in rows:

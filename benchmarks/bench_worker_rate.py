@@ -1,6 +1,6 @@
 """Seconds per iteration at 50k rows: ``engine.fit`` alone against the app's training worker.
 
-The page's defaults (Bayesian GP-LVM, RBF + bias + white, Q=5, M=30, L-BFGS-B)
+The page's defaults (Bayesian GP-LVM, RBF + bias + white, Q=5, M=30, L-BFGS)
 on a generated N x D data set (default 50,000 x 20).  Both are timed in the
 steady state: iterations after the first ``--skip`` (compilation is done
 before, by the app's own warm-up, and reported apart), over ``--budget``

@@ -1,4 +1,4 @@
-"""One optimiser driver for every model: L-BFGS-B (scipy), scaled conjugate gradients, Adam.
+"""One optimiser driver for every model: L-BFGS, scaled conjugate gradients, Adam.
 
 ``fit(model, optimizer=...)`` maximises ``model``'s objective (log-likelihood
 or ELBO, in nats) over its flat unconstrained parameter vector.  Internally
@@ -15,10 +15,13 @@ The model protocol::
 
 What one *iteration* is, and what ``tol`` means, per optimiser:
 
-``"lbfgs"``  one L-BFGS-B iteration (a new iterate accepted by its line search).
-             ``tol`` is passed to scipy as both ``ftol`` (relative reduction of
-             the objective) and ``gtol`` (largest projected gradient entry),
-             as ``scipy.optimize.minimize(tol=...)`` does.  Options: ``maxcor``,
+``"lbfgs"``  one L-BFGS iteration (a new iterate accepted by its line search):
+             scipy's L-BFGS-B below :data:`COMPACT_LBFGS_FROM` parameters,
+             :func:`engine.lbfgs.minimize_compact` from there on (same memory,
+             strong Wolfe steps and stopping rules; a third of the bookkeeping).
+             ``tol`` is both ``ftol`` (relative reduction of the objective) and
+             ``gtol`` (largest gradient entry), as
+             ``scipy.optimize.minimize(tol=...)`` does.  Options: ``maxcor``,
              ``ftol``, ``gtol``, ``maxfun``, ``maxls``.
 ``"scg"``    one step of Møller's (1993) scaled conjugate gradients, accepted
              *or rejected* (a rejected step leaves the point unchanged and
@@ -66,6 +69,7 @@ from scipy.optimize import minimize
 from ._cancel import Cancelled, watching
 from ._threads import single_blas_thread
 from .errors import ConfigurationError, OptimizationError
+from .lbfgs import minimize_compact
 from .validation import integer
 from .validation import integer, positive_number
 
@@ -339,6 +343,13 @@ class Run:
 # --- the optimisers: each takes (run, x0, f0, g0, max_iters, tol, **options) and
 # returns (converged, message); every completed iteration goes through run.record.
 
+#: From this many parameters on, "lbfgs" runs :func:`engine.lbfgs.minimize_compact` instead of
+#: scipy's L-BFGS-B: with 50 pairs, setulb's own work is ~40 ms of CPU per iteration at 10^5
+#: parameters and ~190 ms at 5 x 10^5 (the Bayesian GP-LVM at 50k rows, Q=5), a third of that
+#: in minimize_compact (benchmarks/bench_lbfgs.py).  Below, scipy's path is kept: both are
+#: the same algorithm, and small fits' iterates stay those they have been.
+COMPACT_LBFGS_FROM = 100_000
+
 # 50 stored corrections (scipy's default is 10): on latent variable models with
 # ~10^4 parameters it reaches the same bound in about half the iterations.
 def _lbfgs(run, x0, f0, g0, max_iters, tol, *, maxcor=50, ftol=None, gtol=None,
@@ -348,8 +359,12 @@ def _lbfgs(run, x0, f0, g0, max_iters, tol, *, maxcor=50, ftol=None, gtol=None,
         f, g = run.evaluate(x)  # the line search's last evaluation: reused, not recomputed
         run.record(x, f, g)
 
-    options = dict(maxiter=max_iters, maxcor=maxcor, maxfun=maxfun, maxls=maxls,
-                   ftol=tol if ftol is None else ftol, gtol=tol if gtol is None else gtol)
+    ftol = tol if ftol is None else ftol
+    gtol = tol if gtol is None else gtol
+    if x0.size >= COMPACT_LBFGS_FROM:
+        return minimize_compact(run, x0, f0, g0, max_iters, maxcor=maxcor, ftol=ftol, gtol=gtol,
+                                maxfun=maxfun, maxls=maxls)
+    options = dict(maxiter=max_iters, maxcor=maxcor, maxfun=maxfun, maxls=maxls, ftol=ftol, gtol=gtol)
     res = minimize(run.evaluate, x0, jac=True, method="L-BFGS-B", callback=callback,
                    options=options)
     return bool(res.success), str(res.message)

@@ -52,7 +52,7 @@ KERNELS = {
     "mlp": "MLP",
 }
 INITS = {"pca": "PCA", "random": "Random", "isomap": "Isomap"}
-OPTIMIZERS = {"lbfgs": "L-BFGS-B", "scg": "Scaled conjugate gradients", "adam": "Adam",
+OPTIMIZERS = {"lbfgs": "L-BFGS", "scg": "Scaled conjugate gradients", "adam": "Adam",
               "svi": "Stochastic (SVI, minibatches)"}
 FULL_BATCH = ("lbfgs", "scg", "adam")  # optimisers of the models that see all rows per iteration
 #: Noise models (likelihoods): key -> label shown to people (Lawrence 2005, section 5).

@@ -357,7 +357,22 @@ def click_train(page, timeout: float = 60.0) -> None:
     button.click()
 
 
-def train_to_end(page, timeout: float = 150_000) -> None:
-    """Click Train and wait for the "Finished after ..." (the cap) or "Converged after ..." status."""
+RUN_ENDED = re.compile(r"(Finished|Converged) after")
+
+
+def ended_status(page) -> str | None:
+    """The status line's text when it reports a run's end ("Finished after ...", "Converged after ..."), else None."""
+    found = page.get_by_text(RUN_ENDED)
+    return found.first.inner_text() if found.count() else None
+
+
+def train_to_end(page, timeout: float = 150_000) -> str:
+    """Click Train and wait for *this* run's "Finished after ..." (the cap) or "Converged after ..."
+    status; returns it.  A status still showing the previous run's end does not count: the new
+    one differs from it (its objective, rate and time are in it)."""
+    before = ended_status(page)
     click_train(page)
-    wait_text(page, re.compile(r"(Finished|Converged) after"), timeout=timeout)
+    ended = poll(lambda: (lambda now: now if now and now != before else None)(ended_status(page)),
+                 timeout=timeout / 1000.0)
+    assert ended, f"the run did not end within {timeout / 1000.0:.0f} s (the status: {ended_status(page)!r})"
+    return ended
