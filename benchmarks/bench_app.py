@@ -319,6 +319,33 @@ def status_line(page) -> str:
     return ""
 
 
+RUNNING = re.compile(r"^Epoch [0-9.]+ / [0-9.]+ \(iteration .* elapsed$")
+
+
+def training_shown(page) -> bool:
+    """The status line is a running minibatch model's (epochs, iterations, '... elapsed')."""
+    return RUNNING.match(status_line(page)) is not None
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(pid: int, below: float = 0.1, timeout: float = 120.0) -> float:
+    """Wait until the process uses less than ``below`` of a core over a second (what a run leaves
+    after it ends: the map of the final result, the runs table's row, ...); seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        c0 = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - c0 < below:
+            break
+    return time.perf_counter() - t0
+
+
 def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
     """A million rows (or any n) as ``gplvm-explorer FILE.npy`` serves them; the figures (module doc)."""
     out = {"n": n, "route": "cli"}
@@ -375,8 +402,8 @@ def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
                                    timeout=300_000)
             out["map_s"] = time.perf_counter() - t_train
             line = sample()
-            if "Epoch" in line:  # clicks while the status line shows the run's epochs
-                out.update(click_figures(page, "training", seed=1, go_on=lambda: "Epoch" in status_line(page)))
+            if training_shown(page):  # clicks while the status line shows the run going on
+                out.update(click_figures(page, "training", seed=1, go_on=lambda: training_shown(page)))
                 out["rss_training"] = memory_mb(url.pid)
             while True:
                 line = sample()
@@ -389,7 +416,7 @@ def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
             out["train_load"] = loadavg()
             out["final_line"] = next((ln for ln in page_text(page).splitlines() if " after " in ln), "")
             out["rates"] = samples
-            time.sleep(1.0)
+            out["quiet_s"] = wait_quiet(url.pid)  # idle: the server has done what the run's end set off
             out.update(click_figures(page, "idle", seed=2))
             out.update(map_kind(page))
             out["rss_after"] = memory_mb(url.pid)
@@ -425,7 +452,8 @@ def print_cli(r):
     print(f"  click -> reconstruction drawn, median / slowest: training {fmt(r.get('click_training_ms'), r.get('missed_training', 0))} "
           f"over {r.get('clicks_training', 0)} clicks, idle {fmt(r.get('click_idle_ms'), r['missed_idle'])}")
     nt, ni = r.get("nearest_training_ms"), r.get("nearest_idle_ms")
-    print(f"  click -> nearest training row drawn: training {fmt(nt)}, idle {fmt(ni)}")
+    print(f"  click -> nearest training row drawn: training {fmt(nt)}, idle {fmt(ni)}   (idle: after the server "
+          f"went quiet, {r['quiet_s']:.0f} s after the run ended)")
 
 
 def main():
