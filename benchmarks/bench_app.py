@@ -67,7 +67,8 @@ PATCH = re.compile(r'"msgtype"\s*:\s*"PATCH-DOC"')
 JS = """
 window.__gx = Object.assign(Object.create(window.__gk), {
   // timestamps of the first objective point and of every frame in which the prediction's source
-  // (column 'upper') or the nearest row's source (column 'nearest') has changed
+  // (column 'upper') or the nearest row's source (column 'nearest') has changed (the server sends the
+  // nearest row at every click, the same row as the previous click's too)
   watch() {
     this.first = null; this.recon = []; this.near = []; this.down = null;
     const objective = () => this.sources('objective')[0];
@@ -88,8 +89,16 @@ window.__gx = Object.assign(Object.create(window.__gk), {
     requestAnimationFrame(tick);
     document.addEventListener('pointerdown', () => { this.down = performance.now(); }, true);
   },
+  // the latent map's renderers that draw something (a glyph renderer whose source has rows): 'ImageRGBA'
+  // among them once the points' image is shown (the renderer itself is always there)
   rasterised() { const v = this.figure('Latent space'); if (!v) return null;
-    const kinds = []; for (const r of v.model.renderers) kinds.push(r.glyph ? r.glyph.type : r.type);
+    const kinds = [];
+    for (const r of v.model.renderers) {
+      if (!r.glyph) { kinds.push(r.type); continue; }
+      const s = r.data_source, first = s && s.data ? (s.data instanceof Map ? s.data.values().next().value
+                                                                            : Object.values(s.data)[0]) : null;
+      if (first && first.length > 0) kinds.push(r.glyph.type);
+    }
     return kinds; },
 });
 """
@@ -154,15 +163,17 @@ def latent_pixel(page, fx, fy):
         return [r.left + f.left + fx * f.width, r.top + f.top + fy * f.height]; }""", [fx, fy])
 
 
-def clicks(page, n=10, seed=0):
-    """Click n places in the latent map.
+def clicks(page, n=10, seed=0, go_on=None):
+    """Click n places in the latent map (fewer if ``go_on()`` turns false before a click).
 
     Returns (seconds from pointer-down to the first frame with the new prediction,
-    the same to the first frame with the new nearest row, clicks not answered).
+    the same to the first frame with the new nearest row, clicks not answered within 10 s).
     """
     rng = np.random.default_rng(seed)
     lat, near, missed = [], [], 0
     for fx, fy in rng.uniform(0.1, 0.9, size=(n, 2)):
+        if go_on is not None and not go_on():
+            break
         before = page.evaluate("[__gx.recon.length, __gx.near.length]")
         pos = latent_pixel(page, fx, fy)
         page.mouse.click(pos[0], pos[1])
@@ -183,10 +194,12 @@ def clicks(page, n=10, seed=0):
     return lat, near, missed
 
 
-def click_figures(page, phase: str, seed: int) -> dict:
-    """`clicks` as figures: click_{phase}_ms, nearest_{phase}_ms ((median, slowest) ms), missed_{phase}."""
-    lat, near, missed = clicks(page, seed=seed)
-    return {f"click_{phase}_ms": spread_ms(lat), f"nearest_{phase}_ms": spread_ms(near), f"missed_{phase}": missed}
+def click_figures(page, phase: str, seed: int, go_on=None) -> dict:
+    """`clicks` as figures: click_{phase}_ms, nearest_{phase}_ms ((median, slowest) ms), missed_{phase},
+    clicks_{phase} (clicks made)."""
+    lat, near, missed = clicks(page, seed=seed, go_on=go_on)
+    return {f"click_{phase}_ms": spread_ms(lat), f"nearest_{phase}_ms": spread_ms(near), f"missed_{phase}": missed,
+            f"clicks_{phase}": len(lat) + missed}
 
 
 def map_kind(page) -> dict:
@@ -306,6 +319,33 @@ def status_line(page) -> str:
     return ""
 
 
+RUNNING = re.compile(r"^Epoch [0-9.]+ / [0-9.]+ \(iteration .* elapsed$")
+
+
+def training_shown(page) -> bool:
+    """The status line is a running minibatch model's (epochs, iterations, '... elapsed')."""
+    return RUNNING.match(status_line(page)) is not None
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(pid: int, below: float = 0.1, timeout: float = 120.0) -> float:
+    """Wait until the process uses less than ``below`` of a core over a second (what a run leaves
+    after it ends: the map of the final result, the runs table's row, ...); seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        c0 = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - c0 < below:
+            break
+    return time.perf_counter() - t0
+
+
 def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
     """A million rows (or any n) as ``gplvm-explorer FILE.npy`` serves them; the figures (module doc)."""
     out = {"n": n, "route": "cli"}
@@ -362,8 +402,8 @@ def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
                                    timeout=300_000)
             out["map_s"] = time.perf_counter() - t_train
             line = sample()
-            if "Epoch" in line:
-                out.update(click_figures(page, "training", seed=1))
+            if training_shown(page):  # clicks while the status line shows the run going on
+                out.update(click_figures(page, "training", seed=1, go_on=lambda: training_shown(page)))
                 out["rss_training"] = memory_mb(url.pid)
             while True:
                 line = sample()
@@ -376,7 +416,7 @@ def run_cli_size(browser, n, iters, shot_dir, tmp_root=None):
             out["train_load"] = loadavg()
             out["final_line"] = next((ln for ln in page_text(page).splitlines() if " after " in ln), "")
             out["rates"] = samples
-            time.sleep(1.0)
+            out["quiet_s"] = wait_quiet(url.pid)  # idle: the server has done what the run's end set off
             out.update(click_figures(page, "idle", seed=2))
             out.update(map_kind(page))
             out["rss_after"] = memory_mb(url.pid)
@@ -409,10 +449,11 @@ def print_cli(r):
     print(f"  {r['final_line']}   load {r['train_load']}")
     kinds = set(r["latent_renderers"] or [])
     print(f"  map: {'raster image' if 'ImageRGBA' in kinds and not r['glyph_points'] else str(r['glyph_points']) + ' glyphs'}")
-    print(f"  click -> reconstruction drawn, median / slowest: training {fmt(r.get('click_training_ms'), r.get('missed_training', 0))}, "
-          f"idle {fmt(r.get('click_idle_ms'), r['missed_idle'])}")
+    print(f"  click -> reconstruction drawn, median / slowest: training {fmt(r.get('click_training_ms'), r.get('missed_training', 0))} "
+          f"over {r.get('clicks_training', 0)} clicks, idle {fmt(r.get('click_idle_ms'), r['missed_idle'])}")
     nt, ni = r.get("nearest_training_ms"), r.get("nearest_idle_ms")
-    print(f"  click -> nearest training row drawn: training {fmt(nt)}, idle {fmt(ni)}")
+    print(f"  click -> nearest training row drawn: training {fmt(nt)}, idle {fmt(ni)}   (idle: after the server "
+          f"went quiet, {r['quiet_s']:.0f} s after the run ended)")
 
 
 def main():
@@ -421,7 +462,9 @@ def main():
     ap.add_argument("--chromium", default=find_chromium())
     ap.add_argument("--cli-above", type=int, default=200_000,
                     help="sizes above this are served from an .npy file on the command line")
-    ap.add_argument("--cli-iters", type=int, default=400, help="iterations of the proposed model (command line)")
+    ap.add_argument("--cli-iters", type=int, default=1500,
+                    help="iterations of the proposed model (command line): at 10^6 rows enough for 10 clicks "
+                         "between the first latent view and the end of the run")
     args = ap.parse_args()
     big = [n for n in args.sizes if n > args.cli_above]
     small = [n for n in args.sizes if n <= args.cli_above]

@@ -16,7 +16,7 @@ from pathlib import Path
 import holoviews as hv
 import panel as pn
 
-from gplvm_explorer import help_texts, memory, warmup
+from gplvm_explorer import help_texts, interpreter, memory, warmup
 from gplvm_explorer.explorer import Explorer
 from gplvm_explorer.views import (
     ARDPlot,
@@ -173,10 +173,12 @@ def create_app(lesson=None, **explorer_options):
 
 
 # Compile the numerical kernels in the background, once per process; the process's memory in few heaps;
-# the imported libraries' objects out of the garbage collector's full scans.
+# the imported libraries' objects out of the garbage collector's full scans; the page's threads get the
+# interpreter from a training thread within a millisecond.
 warmup.start()
 memory.limit_arenas()
 memory.freeze_imports()
+interpreter.share_interpreter()
 
 if __name__.startswith("bokeh_app") or __name__ == "__main__":
     create_app().servable(title=TITLE)

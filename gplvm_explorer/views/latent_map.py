@@ -213,8 +213,10 @@ class LatentMap(StateView):
         r = fig.scatter("x", "y", source=self.glyph_source, color="colour", size=7, line_color="white",
                         line_width=0.6, alpha=0.9)
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("index", "@index"), ("label", "@label")]))
-        fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18, line_color="colour",
-                    fill_alpha=0, line_width=2.5)
+        # the click's and the pointer's markers on the overlay layer: a click (drawn by the page, then
+        # answered by the server) and a hover repaint only that layer, not the images, axes and colour bar
+        self.marker_renderer = fig.scatter("x", "y", source=self.marker_source, marker="marker", size=18,
+                                           line_color="colour", fill_alpha=0, line_width=2.5, level="overlay")
         if self.geodesic is not None:
             self.geodesic.draw_on(fig)
         self.hint = Label(x=0, y=0, text=PLACEHOLDER, text_color="#5b6b7c", text_font_size="13pt",

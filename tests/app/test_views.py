@@ -454,3 +454,18 @@ def test_the_data_on_show_are_the_trained_rows_once_a_result_is_shown(fake_build
     assert ex.shown.colouring().n == ex.training.dataset.n  # the map's points: the trained rows
     assert ex.shown.colouring(loaded) is ex.data.labels
     ex.close()
+
+
+def test_a_clicks_markers_repaint_only_the_maps_overlay_layer():
+    """Bokeh repaints a plot's image, glyph and guide layer unless every renderer that changed is at the
+    overlay level: the click's and the pointer's markers -- drawn by the page at the click, then by the
+    server's answer -- are the map's only overlay renderer, so they never repaint its images and axes."""
+    ex = Explorer()
+    recon = ReconstructionView.of(ex)
+    latent = LatentMap.of(ex, reconstruction=recon)
+    overlay = [r for r in latent.figure.renderers if r.level == "overlay"]
+    assert overlay == [latent.marker_renderer]
+    assert latent.marker_renderer.data_source is latent.marker_source
+    (click,) = latent.figure.js_event_callbacks["tap"]
+    assert click.args["marker"] is latent.marker_source  # the page draws the click into the same source
+    assert all(r.level != "overlay" for r in latent.figure.renderers if r is not latent.marker_renderer)
