@@ -141,7 +141,9 @@ class FitResult:
     ``stopped`` is True when ``stop`` ended the fit; ``converged`` when the
     :class:`Convergence` rule or the optimiser's own criterion was met;
     ``reason`` is why the fit ended: "converged" (the rule), "optimizer" (the
-    optimiser's own criterion), "max_iters", "stopped" or "jitter" (an
+    optimiser ended on its own: its convergence test when ``converged``, else it
+    found no step that improved the objective, e.g. a failed line search, or
+    reached its evaluation limit), "max_iters", "stopped" or "jitter" (an
     internal restart); ``history`` holds one ``(iteration, objective, elapsed)``
     tuple per completed iteration; ``warm_up`` the iterations the noise was held.
     """
@@ -626,7 +628,10 @@ def _fit_phase(model, name, callback, stop, pause, tol, options, convergence, ma
     try:
         with single_blas_thread(), watching(stop):
             converged, message = _run_optimizer(run, name, x0, max_iters, tol, options)
-        reason = "optimizer" if converged else "max_iters"
+        ran = run.iteration - (after.iterations if after else 0)
+        # the cap, or the optimiser's own end: its convergence test, or no step it could find
+        # improved the objective (a line search that failed: more iterations would not help)
+        reason = "max_iters" if not converged and ran >= max_iters else "optimizer"
     except (Stopped, Cancelled):
         stopped, reason, message = True, "stopped", f"Stopped on request after {run.iteration} iterations."
     except _Converged:

@@ -515,3 +515,22 @@ def test_a_raised_jitter_restarts_the_run_and_reports_the_final_objective(optimi
     assert result.objective < 7.0 - 90.0
     assert seen == list(range(1, result.iterations + 1))  # one numbering across the restart
     assert result.iterations <= 60
+
+
+class WrongGradient(Rosenbrock):
+    """A Rosenbrock whose gradient points the wrong way: no line search finds a better point."""
+
+    def value_and_grad(self, x):
+        value, grad = super().value_and_grad(x)
+        return value, -grad
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "lbfgs-compact"])
+def test_an_optimiser_that_cannot_improve_ends_for_its_own_reason_not_the_cap(optimizer):
+    """The page reads reason "max_iters" as "raise Iterations to go on": a stalled line search is not that."""
+    model = WrongGradient(P=3)
+    result = fit(model, optimizer=optimizer, max_iters=50)
+    assert result.iterations < 50 and not result.converged
+    assert result.reason == "optimizer", (result.reason, result.message)
+    capped = fit(Rosenbrock(P=3), optimizer=optimizer, max_iters=4)
+    assert capped.iterations == 4 and capped.reason == "max_iters"
