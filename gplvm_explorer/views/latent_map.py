@@ -56,6 +56,9 @@ logger = logging.getLogger(__name__)
 
 MAP_TITLE = "Latent space"
 PLACEHOLDER = "Press ▶ Train to map the data"
+#: The empty map's hint while a run is on its way to its first result (at 10^6 rows, several seconds).
+PLACEHOLDER_TRAINING = "Training… the map appears with the first result"
+_TRAINING = ("queued", "starting", "running")
 #: Above this many points the map is rasterised (datashader) instead of drawn as glyphs.
 RASTER_ABOVE = 3000
 HEIGHT = 430  # with its controls and legend, the card fits a 1280 x 720 screen
@@ -177,6 +180,7 @@ class LatentMap(StateView):
         lat.param.watch(self._on_fixed, ["fixed"])
         lat.param.watch(self._on_reconstruction, ["reconstruction"])
         self.training.param.watch(self._on_legend, ["dataset"])
+        self.training.param.watch(self._on_status, ["status"])
         self.data.param.watch(self._on_legend, ["labels"])
         self.data.param.watch(self._clear_hover, ["dataset"])  # "Point #j" named a row of the data before
         self._on_latent_dim()
@@ -248,6 +252,7 @@ class LatentMap(StateView):
                 if len(source.data["image"]):
                     source.data = self._no_image()
             self.hint.visible = v is None
+            self.hint.text = self._hint_text()
             self.hint.x, self.hint.y = 0.0, 0.0
             fig.x_range.update(start=-1.0, end=1.0)
             fig.y_range.update(start=-1.0, end=1.0)
@@ -273,6 +278,14 @@ class LatentMap(StateView):
         fig.y_range.update(start=y0, end=y1)
 
     # ---- updates ---------------------------------------------------------------------------
+    def _hint_text(self) -> str:
+        return PLACEHOLDER_TRAINING if self.training.status in _TRAINING else PLACEHOLDER
+
+    def _on_status(self, *events) -> None:
+        text = self._hint_text()
+        if self.hint.text != text:
+            self.hint.text = text
+
     def _clear_hover(self, *events) -> None:
         self.hover_text.object = ""
 

@@ -469,3 +469,17 @@ def test_a_clicks_markers_repaint_only_the_maps_overlay_layer():
     (click,) = latent.figure.js_event_callbacks["tap"]
     assert click.args["marker"] is latent.marker_source  # the page draws the click into the same source
     assert all(r.level != "overlay" for r in latent.figure.renderers if r is not latent.marker_renderer)
+
+
+def test_the_empty_maps_hint_says_training_while_a_run_is_on_its_way(fake_build, pump):
+    """At 10^6 rows the first map comes seconds after Train: the hint then does not ask to press Train."""
+    from gplvm_explorer.views.latent_map import PLACEHOLDER, PLACEHOLDER_TRAINING
+
+    ex = trained(fake_build, pump, iters=60, delay=0.05)
+    latent = LatentMap.of(ex)
+    assert latent.hint.visible and latent.hint.text == PLACEHOLDER
+    assert ex.train(), ex.training.message
+    assert pump(ex, lambda: ex.training.status == "running")
+    assert latent.hint.text == PLACEHOLDER_TRAINING
+    assert pump(ex, lambda: ex.training.status == "finished", timeout=60)
+    assert latent.hint.text == PLACEHOLDER
