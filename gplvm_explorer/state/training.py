@@ -77,7 +77,8 @@ class TrainingRun(param.Parameterized):
                           "or no full window yet.")
     timing = param.Parameter(default=None, doc="catalog.StartTiming: the measured cost of the prepared start "
                              "(one evaluation on these data, this machine), or None.")
-    end_reason = param.String(default="", doc="Why the last run ended: 'converged', 'optimizer', 'max_iters', "
+    end_reason = param.String(default="", doc="Why the last run ended: 'converged', 'optimizer', 'stalled' (the "
+                              "optimiser found no better point before converging), 'max_iters', "
                               "'stopped' (engine FitResult.reason), or '' while running.")
 
     def __init__(self, dispatcher: Dispatcher, limiter: Limiter | None = None, build=None,

@@ -41,6 +41,15 @@ __all__ = ["PUBLISH_SECONDS_PER_ROW", "TrainingJob"]
 PUBLISH_SECONDS_PER_ROW = 1e-4
 
 
+def end_reason(result) -> str:
+    """Why a fit ended, for the page: engine ``FitResult.reason``, with an optimiser's own end that
+    did not converge (no step it could find improved the objective) told apart as "stalled"."""
+    reason = str(getattr(result, "reason", ""))
+    if reason == "optimizer" and not getattr(result, "converged", True):
+        return "stalled"
+    return reason
+
+
 class _Observed:
     """The model as ``engine.fit`` sees it, reporting the first objective value.
 
@@ -320,8 +329,7 @@ class TrainingJob:
             # the fit is over: the model no longer changes and is handed over as it is
             self._publish(model, None, final=True)
             stopped = self._stop.is_set() or bool(getattr(result, "stopped", False)) or bool(early)
-            final = (Status.STOPPED if stopped else Status.FINISHED, early or self._note, "",
-                     str(getattr(result, "reason", "")))
+            final = (Status.STOPPED if stopped else Status.FINISHED, early or self._note, "", end_reason(result))
         except BaseException as exc:  # shown in the page, never raised into the server
             logger.exception("Training run %d failed", self.run_id)
             details = traceback.format_exc()

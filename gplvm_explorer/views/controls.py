@@ -373,6 +373,8 @@ def progress_text(tr) -> str:
         passes = f" ({epochs[0]:.2f} epochs)" if epochs is not None else ""
         cap = " (the most allowed: raise Iterations to go on)" if (
             st == "finished" and getattr(tr, "end_reason", "") == "max_iters" and _rule(tr) is not None) else ""
+        if st == "finished" and getattr(tr, "end_reason", "") == "stalled":
+            cap = " (no step the optimiser tried improved the " + name + ": more iterations would not help)"
         return (f"{word} after {tr.iteration} iterations{passes}{cap} · {name} {_fmt(tr.objective)} · "
                 f"{tr.rate:.1f} it/s · {_duration(tr.elapsed)}")
     if st == "failed":

@@ -283,3 +283,25 @@ def test_progress_text_shows_epochs_and_an_eta():
     assert "(3.00 epochs)" in progress_text(tr)
     tr.config, tr.status = ModelConfig(), "running"
     assert "Epoch" not in progress_text(tr)
+
+
+def test_a_stalled_fit_is_told_apart_from_one_that_ran_out_of_iterations():
+    """A fit whose optimiser found no better point says so, instead of asking for more iterations."""
+    from engine.optimize import FitResult
+    from gplvm_explorer.training.job import end_reason
+
+    def result(reason, converged):
+        return FitResult(objective=1.0, iterations=5, n_evaluations=9, elapsed=1.0, stopped=False,
+                         converged=converged, message="", reason=reason)
+
+    assert end_reason(result("optimizer", False)) == "stalled"
+    assert [end_reason(result(r, c)) for r, c in (("optimizer", True), ("max_iters", False),
+                                                   ("converged", True))] == ["optimizer", "max_iters", "converged"]
+    tr = types.SimpleNamespace(status="finished", objective_name="ELBO", objective=-1234.5, iteration=30,
+                               max_iters=300, elapsed=10.0, rate=3.0, config=ModelConfig(),
+                               dataset=types.SimpleNamespace(n=1000), opened="", end_reason="stalled")
+    text = progress_text(tr)
+    assert text.startswith("Finished after 30 iterations") and "more iterations would not help" in text
+    assert "raise Iterations" not in text
+    tr.end_reason = "max_iters"
+    assert "more iterations would not help" not in progress_text(tr)
