@@ -1,26 +1,27 @@
 """L-BFGS for large unconstrained problems: each direction in two passes over the memory.
 
 scipy's L-BFGS-B (``setulb``) serves bounded problems, and its bookkeeping
-costs about 0.8 ms per stored pair per call at 5 x 10^5 parameters, with
-two calls per iteration: at 50k rows (Q=5) and 50 pairs that is ~80 ms an
-iteration beside a ~55 ms evaluation of the bound.  The latent variable
-models' parameters are unconstrained (transforms, :mod:`engine.transforms`),
-so this module computes the L-BFGS direction of Nocedal (1980) the cheapest
-way memory allows.
+with 50 stored pairs costs about as much as the bound's evaluation at 50k
+rows (Q=5, 5 x 10^5 parameters; two calls per iteration, each a few passes
+over the pairs).  The latent variable models' parameters are unconstrained
+(transforms, :mod:`engine.transforms`), so this module computes the L-BFGS
+direction of Nocedal (1980) the cheapest way memory allows.
 
 The stored pairs s_i = x_{i+1} - x_i and y_i = g_{i+1} - g_i are the rows of
-one array ``W`` (m, 2, P).  The two-loop recursion for ``H g`` only needs
-the products of the pairs with g (``a_i = s_i.g``, ``b_i = y_i.g``) and the
-Gram entries ``SY[i, j] = s_i.y_j`` and ``YY[i, j] = y_i.y_j``; it returns
-``d = -gamma g + sum_i (cs_i s_i + cy_i y_i)``.  An iteration therefore reads
-the memory twice, both times as one GEMV: ``W @ g`` for the products and
-``coef @ W`` for the direction.  The Gram entries of a new pair come from
-numbers already at hand: ``y.s_j`` and ``y.y_j`` are differences of the
-products with the new and the old gradient, and ``s.y_j`` follows from the
-direction's coefficients (s = step * d), so no pass computes them.
+one array ``W`` (m, 2, P).  The direction ``-H g`` (the two-loop recursion,
+here in its compact form) only needs the products of the pairs with g
+(``a_i = s_i.g``, ``b_i = y_i.g``) and the Gram entries ``SY[i, j] = s_i.y_j``
+and ``YY[i, j] = y_i.y_j``; it is ``d = -gamma g + sum_i (cs_i s_i + cy_i y_i)``.
+An iteration therefore reads the memory twice, both times as one GEMV:
+``W @ g`` for the products and ``coef @ W`` for the direction.  The Gram
+entries of a new pair come from numbers already at hand: ``y.s_j`` and
+``y.y_j`` are differences of the products with the new and the old gradient,
+and ``s.y_j`` follows from the direction's coefficients (s = step * d), so no
+pass computes them.
 
-The line search (strong Wolfe, :func:`wolfe_search`) and the stopping rules are those of ``minimize(method="L-BFGS-B")`` without
-bounds: stop when max|g| <= gtol, or when an iteration lowers f by at most
+The line search (strong Wolfe, :func:`wolfe_search`) and the stopping rules
+are those of ``minimize(method="L-BFGS-B")`` without bounds: stop when
+max|g| <= gtol, or when an iteration lowers f by at most
 ``ftol * max(|f_k|, |f_k+1|, 1)``.  A direction that is not one of descent,
 or a line search that fails, forgets the memory and steps along -g; a second
 failure in a row ends the run.
@@ -28,6 +29,7 @@ failure in a row ends the run.
 from __future__ import annotations
 
 import math
+
 import numpy as np
 from scipy.linalg import solve_triangular
 

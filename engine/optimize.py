@@ -346,9 +346,10 @@ class Run:
 # returns (converged, message); every completed iteration goes through run.record.
 
 #: From this many parameters on, "lbfgs" runs :func:`engine.lbfgs.minimize_compact` instead of
-#: scipy's L-BFGS-B: with 50 pairs, setulb's own work is ~40 ms of CPU per iteration at 10^5
-#: parameters and ~190 ms at 5 x 10^5 (the Bayesian GP-LVM at 50k rows, Q=5), a third of that
-#: in minimize_compact (benchmarks/bench_lbfgs.py).  Below, scipy's path is kept: both are
+#: scipy's L-BFGS-B: with 50 pairs, setulb's own work grows to rival the bound's evaluation
+#: (on a 2-core AVX2 machine ~33 ms of CPU per iteration at 10^5 parameters and ~190 ms at
+#: 5 x 10^5, the Bayesian GP-LVM at 50k rows, Q=5), a third of that in minimize_compact
+#: (benchmarks/bench_lbfgs.py).  Below, scipy's path is kept: both are
 #: the same algorithm, and small fits' iterates stay those they have been.
 COMPACT_LBFGS_FROM = 100_000
 
